@@ -1,0 +1,27 @@
+"""Shared test fixtures."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(1)  # CI machines have 2 cores; keep tests predictable
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real MNIST / Fashion-MNIST files beside the checkout (skip when absent)."""
+    root = Path(os.environ.get("FLKIT_SHARED_DATA", SHARED_DATA))
+    if not (root / "mnist").is_dir():
+        pytest.skip(f"real datasets not found under {root}")
+    return root
