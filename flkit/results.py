@@ -1,0 +1,579 @@
+"""Results store: one tidy table per experiment run, keyed by a hash of the run's configuration.
+
+A run is described by a JSON-able ``config`` dict (dataset, partition, method, hyper-parameters, seed,
+rounds, ...). Its metrics are a tidy table, one row per run x round x metric::
+
+    round  metric     value   [run  seed  method  client  class ...]   <- optional extra columns
+    0      test_acc   0.101
+    0      train_loss 2.302
+    ...
+
+Per-class accuracies use a ``class`` column; method diagnostics (FedAU weights ``omega`` per ``client``,
+the CVaR threshold ``t``) are simply more metrics. ``Store(root).save(config, table)`` writes
+
+    <root>/<key>.csv    the table (no index, floats with ``float_format``, NaN as "nan", inf as "inf")
+    <root>/<key>.json   the manifest: config, key, flkit version, git commit, device, wall time,
+                        timestamp, row count, CSV checksum, ``diverged`` flag and round, extras
+
+Both files are written to a temporary file in the same folder and moved into place with
+``os.replace``, the manifest last; ``done(config)`` requires both files, the checksum and the row count
+to agree, so a run killed half-way never counts as done and ``sweep`` simply recomputes it.
+
+Key policy (``config_key``): sha256 of the canonical JSON of the config (keys sorted, compact
+separators, ASCII), first 16 hex digits. Dict order does not matter; tuples and lists are the same
+(JSON has no tuples); numpy scalars count as the Python number they hold. Numbers follow Python's
+``==``: an integral float is the same value as the int (``1 == 1.0`` gives one key, ``0.1`` and ``0.10``
+too), but ``True`` is *not* ``1`` (JSON keeps booleans apart) and ``0.1 + 0.2`` is not ``0.3``.
+NaN/inf, non-string dict keys, sets, arrays and other objects are rejected with an error that names the
+offending field, before any work is done.
+
+Results meant for the book are the small CSVs (and manifests) under ``results/<chapter>/``
+(``book_store(chapter)``); scratch results go under ``results/tmp/`` (git-ignored).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import math
+import os
+import secrets
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "Store",
+    "book_store",
+    "canonical_json",
+    "collect_frames",
+    "config_key",
+    "first_divergence",
+    "flatten_config",
+    "git_commit",
+    "sweep",
+    "sweep_batched",
+]
+
+KEY_LENGTH = 16
+REQUIRED_COLUMNS = ("round", "metric", "value")
+RUN_KEY = "run_key"  # column that `collect` adds: the store key of the run a row belongs to
+_TMP_SUFFIX = ".tmp"
+_REPO = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------------------------------
+# configs: validation, canonical form, key
+
+
+def _to_json(value: Any, path: str, *, canonical: bool) -> Any:
+    """Plain JSON value for `value` (dicts with str keys, lists, str, int, float, bool, None).
+
+    canonical=True also turns integral floats into ints (the key policy: 1 == 1.0)."""
+    where = path or "<config>"
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.generic):  # numpy scalar -> the Python scalar it holds
+        value = value.item()
+        if value is None or isinstance(value, (bool, str)):
+            return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(
+                f"config field {where!r} is {value!r}; NaN/inf are not JSON values. "
+                "Use None or a string such as 'inf' instead."
+            )
+        if canonical and value.is_integer():
+            return int(value)
+        return float(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(
+                    f"config field {where!r} has the non-string key {k!r} ({type(k).__name__}); "
+                    "JSON object keys must be strings."
+                )
+            out[k] = _to_json(v, f"{path}.{k}" if path else k, canonical=canonical)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_to_json(v, f"{where}[{i}]", canonical=canonical) for i, v in enumerate(value)]
+    hint = " Use .tolist()." if isinstance(value, np.ndarray) else ""
+    raise TypeError(
+        f"config field {where!r} is a {type(value).__name__} ({value!r:.60}), which is not JSON-able; "
+        f"use str, int, float, bool, None, list/tuple or dict.{hint}"
+    )
+
+
+def _check_config(config: Mapping) -> None:
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+
+
+def canonical_json(config: Mapping) -> str:
+    """The canonical JSON text that `config_key` hashes (see the module docstring for the policy)."""
+    _check_config(config)
+    return json.dumps(
+        _to_json(config, "", canonical=True), sort_keys=True, separators=(",", ":"),
+        ensure_ascii=True, allow_nan=False,
+    )
+
+
+def config_key(config: Mapping) -> str:
+    """Stable short key (16 hex digits of sha256 of `canonical_json(config)`)."""
+    return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:KEY_LENGTH]
+
+
+def flatten_config(config: Mapping, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts flattened with dots ({"model": {"name": "cnn"}} -> {"model.name": "cnn"});
+    lists become tuples so that the values can be grouped on."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten_config(v, name + "."))
+        elif isinstance(v, list):
+            out[name] = _tuples(v)
+        else:
+            out[name] = v
+    return out
+
+
+def _tuples(v: Any) -> Any:
+    return tuple(_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+# --------------------------------------------------------------------------------------------------
+# tables
+
+
+def first_divergence(table: pd.DataFrame, by: str | Sequence[str] | None = None, *,
+                     x: str = "round", y: str = "value"):
+    """Round at which `y` first becomes NaN or +-inf.
+
+    by=None: one number for the whole table (None when every value is finite). by="seed" (or a list of
+    columns): a Series indexed by group, NaN for groups that never diverged."""
+    vals = pd.to_numeric(table[y], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(vals)
+    if by is None:
+        if not bad.any():
+            return None
+        r = table.loc[bad, x].min()
+        return r.item() if isinstance(r, np.generic) else r
+    keys = [by] if isinstance(by, str) else list(by)
+    rounds = table[x].where(bad)
+    return rounds.groupby([table[k] for k in keys], sort=False).min()
+
+
+def _check_table(table: pd.DataFrame) -> pd.DataFrame:
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"a result table must be a pandas DataFrame, got {type(table).__name__}")
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
+    if missing:
+        raise ValueError(
+            f"result table lacks the columns {missing}; a tidy table has one row per run x round x "
+            f"metric with columns {list(REQUIRED_COLUMNS)} (+ optional run/seed/method/client/class)"
+        )
+    if table.columns.duplicated().any():
+        raise ValueError(f"result table has duplicated column names: {list(table.columns)}")
+    if len(table) == 0:
+        raise ValueError("result table is empty; a run must record at least one metric")
+    table = table.reset_index(drop=True)
+    try:
+        value = pd.to_numeric(table["value"], errors="raise").astype(float)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"result table column 'value' must be numeric: {e}") from None
+    rounds = pd.to_numeric(table["round"], errors="coerce")
+    if rounds.isna().any() or not np.all(np.mod(rounds.to_numpy(dtype=float), 1) == 0):
+        raise ValueError("result table column 'round' must hold integers (no missing values)")
+    table = table.assign(round=rounds.astype("int64"), value=value)
+    return table
+
+
+def _count_rows(data: bytes) -> int:
+    if b'"' in data:  # quoted fields may hold newlines: let the CSV parser count
+        return len(pd.read_csv(io.BytesIO(data), keep_default_na=False))
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    return max(lines - 1, 0)  # header
+
+
+# --------------------------------------------------------------------------------------------------
+# environment facts for the manifest
+
+
+@functools.lru_cache(maxsize=8)
+def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
+    """`git rev-parse HEAD` of the repository holding flkit (or `cwd`); None when there is no git,
+    no repository or no commit yet."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=str(cwd or _REPO), capture_output=True, text=True,
+            timeout=10, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    if out.returncode != 0 or len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha):
+        return None
+    return sha
+
+
+def _detected_device() -> str:
+    torch = sys.modules.get("torch")  # never import torch just to write a manifest
+    try:
+        if torch is not None and torch.cuda.is_available():
+            return f"cuda ({torch.cuda.get_device_name()})"
+    except Exception:  # pragma: no cover - broken CUDA setups
+        pass
+    return "cpu"
+
+
+def _flkit_version() -> str | None:
+    try:
+        from flkit import __version__
+        return __version__
+    except Exception:  # pragma: no cover
+        return None
+
+
+def _extra_json(value: Any, path: str) -> Any:
+    """Manifest extras: like configs, but a NaN/inf diagnostic is kept as the string 'nan'/'inf'
+    rather than failing a save after the work is done."""
+    if isinstance(value, (float, np.floating)) and not math.isfinite(float(value)):
+        return str(float(value))
+    if isinstance(value, Mapping):
+        return {str(k): _extra_json(v, f"{path}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_extra_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return _to_json(value, path, canonical=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# the store
+
+
+class Store:
+    """A folder of results, one `<key>.csv` + `<key>.json` pair per run.
+
+    float_format: how floats are written ("%.8g" keeps 8 significant digits, more than float32 holds;
+    None writes Python's exact shortest repr)."""
+
+    def __init__(self, root: str | os.PathLike, float_format: str | None = "%.8g"):
+        self.root = Path(root)
+        self.float_format = float_format
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r})"
+
+    # ---- names
+    key = staticmethod(config_key)
+
+    def path(self, config: Mapping) -> Path:
+        """The CSV file of `config`'s table."""
+        return self.root / f"{config_key(config)}.csv"
+
+    def manifest_path(self, config: Mapping) -> Path:
+        return self.root / f"{config_key(config)}.json"
+
+    # ---- state
+    def _read_verified(self, key: str) -> tuple[dict, bytes] | None:
+        """(manifest, csv bytes) when the pair for `key` is complete and consistent, else None."""
+        try:
+            manifest = json.loads((self.root / f"{key}.json").read_text())
+            data = (self.root / f"{key}.csv").read_bytes()
+        except (OSError, ValueError):
+            return None
+        if not isinstance(manifest, dict) or manifest.get("key") != key:
+            return None
+        if manifest.get("csv_sha256") != hashlib.sha256(data).hexdigest():
+            return None
+        if manifest.get("rows") != _count_rows(data):
+            return None
+        return manifest, data
+
+    def done(self, config: Mapping) -> bool:
+        """True only when both files exist and agree (checksum and row count)."""
+        return self._read_verified(config_key(config)) is not None
+
+    # ---- write
+    def save(self, config: Mapping, table: pd.DataFrame, *, wall_time_s: float | None = None,
+             device: str | None = None, **manifest_extra) -> Path:
+        """Write `table` for `config` atomically (CSV first, manifest last); returns the CSV path.
+
+        The table's index is dropped; 'round' is stored as int64 and 'value' as float64. NaN/inf values
+        are kept (CSV "nan"/"inf") and mark the run as diverged in the manifest."""
+        key = config_key(config)  # validates the config
+        cfg = _to_json(config, "", canonical=False)
+        table = _check_table(table)
+        extra = {k: _extra_json(v, k) for k, v in manifest_extra.items()}
+        data = table.to_csv(index=False, float_format=self.float_format, na_rep="nan",
+                            lineterminator="\n").encode()
+        div = first_divergence(table)
+        div_metrics = []
+        if div is not None:
+            at = ~np.isfinite(table["value"].to_numpy()) & (table["round"] == div).to_numpy()
+            div_metrics = sorted(table.loc[at, "metric"].astype(str).unique())
+        manifest = {
+            "key": key,
+            "config": cfg,
+            "flkit_version": _flkit_version(),
+            "git_commit": git_commit(),
+            "device": device or _detected_device(),
+            "wall_time_s": None if wall_time_s is None else round(float(wall_time_s), 3),
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "rows": len(table),
+            "columns": {c: str(t) for c, t in table.dtypes.items()},
+            "csv_sha256": hashlib.sha256(data).hexdigest(),
+            "diverged": div is not None,
+            "diverged_round": div,
+            "diverged_metrics": div_metrics,
+        }
+        clash = sorted(set(extra) & set(manifest))
+        if clash:
+            raise ValueError(f"manifest extras {clash} would overwrite fields the store writes itself")
+        manifest.update(extra)
+        text = json.dumps(manifest, indent=1, allow_nan=False) + "\n"
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.cleanup(key=key)
+        (self.root / f"{key}.json").unlink(missing_ok=True)  # an older result stops counting first
+        self._atomic_write(self.root / f"{key}.csv", data)
+        self._atomic_write(self.root / f"{key}.json", text.encode())
+        return self.root / f"{key}.csv"
+
+    def _atomic_write(self, path: Path, data: bytes) -> None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{_TMP_SUFFIX}")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def cleanup(self, older_than_s: float = 60.0, *, key: str | None = None) -> list[Path]:
+        """Delete temporary files left by killed writers (only those older than `older_than_s`, so a
+        writer in another process is not disturbed). Returns the deleted paths."""
+        if not self.root.is_dir():
+            return []
+        pattern = f".{key}.*{_TMP_SUFFIX}" if key else f".*{_TMP_SUFFIX}"
+        now, removed = time.time(), []
+        for p in self.root.glob(pattern):
+            try:
+                if now - p.stat().st_mtime >= older_than_s:
+                    p.unlink()
+                    removed.append(p)
+            except OSError:
+                pass
+        return removed
+
+    def remove(self, config: Mapping) -> None:
+        """Forget the result of `config` (manifest first)."""
+        self.manifest_path(config).unlink(missing_ok=True)
+        self.path(config).unlink(missing_ok=True)
+
+    # ---- read
+    def _parse(self, manifest: dict, data: bytes) -> pd.DataFrame:
+        df = pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=["nan"])
+        for col, dtype in manifest.get("columns", {}).items():
+            if col in df.columns and str(df[col].dtype) != dtype:
+                try:  # e.g. floats written as "1" come back as int64
+                    df[col] = df[col].astype(dtype)
+                except (TypeError, ValueError):
+                    pass
+        return df
+
+    def load(self, config: Mapping) -> pd.DataFrame:
+        """The table saved for `config` (FileNotFoundError when there is no complete result)."""
+        key = config_key(config)
+        got = self._read_verified(key)
+        if got is None:
+            raise FileNotFoundError(f"no complete result in {self.root} for key {key} (config {dict(config)})")
+        return self._parse(*got)
+
+    def manifest(self, config: Mapping) -> dict:
+        """The manifest of a complete result."""
+        key = config_key(config)
+        got = self._read_verified(key)
+        if got is None:
+            raise FileNotFoundError(f"no complete result in {self.root} for key {key}")
+        return got[0]
+
+    def manifests(self) -> list[dict]:
+        """Manifests of all complete results, sorted by key."""
+        out = []
+        if not self.root.is_dir():
+            return out
+        for p in sorted(self.root.glob("*.json")):
+            if p.name.startswith("."):
+                continue
+            got = self._read_verified(p.stem)
+            if got is None:
+                warnings.warn(f"skipping incomplete or inconsistent result {p.name} in {self.root}", stacklevel=3)
+                continue
+            out.append(got[0])
+        return out
+
+    def collect(self, where: Mapping | None = None, **filters) -> pd.DataFrame:
+        """All stored tables, one frame, with the config fields joined as columns.
+
+        Columns: `run_key`, the flattened config fields ("model.name"), then the table's columns (a
+        config field whose name is also a table column is renamed "config.<name>"). Filters compare
+        config fields by equality (same policy as the key: 1 == 1.0, tuple == list); a set means
+        "one of", a callable is a predicate on the field's value; runs lacking the field are left out.
+        Dotted names go through `where`: collect(where={"model.name": "cnn"}, method="fedau")."""
+        flt = flatten_config({**(where or {}), **filters}, "") if (where or filters) else {}
+        manifests = self.manifests()
+        known = set().union(*(flatten_config(m["config"]).keys() for m in manifests)) if manifests else set()
+        unknown = sorted(set(flt) - known)
+        if unknown and manifests:
+            raise KeyError(
+                f"no stored config has the field(s) {unknown}; known fields: {sorted(known)}. "
+                "Filter table columns (metric, round, ...) on the returned frame instead."
+            )
+        frames = []
+        for m in manifests:
+            flat = flatten_config(m["config"])
+            if all(k in flat and _matches(flat[k], f) for k, f in flt.items()):
+                frames.append(self._joined(m, flat))
+        return collect_frames(frames)
+
+    def load_many(self, configs: Iterable[Mapping]) -> pd.DataFrame:
+        """Tables of `configs` (in order, duplicates once) with the config columns joined like `collect`."""
+        frames, seen = [], set()
+        for config in configs:
+            key = config_key(config)
+            if key in seen:
+                continue
+            seen.add(key)
+            got = self._read_verified(key)
+            if got is None:
+                raise FileNotFoundError(f"no complete result in {self.root} for key {key} (config {dict(config)})")
+            frames.append(self._joined(got[0], flatten_config(got[0]["config"]), got[1]))
+        return collect_frames(frames)
+
+    def _joined(self, manifest: dict, flat: dict, data: bytes | None = None) -> pd.DataFrame:
+        if data is None:
+            data = (self.root / f"{manifest['key']}.csv").read_bytes()
+        table = self._parse(manifest, data)
+        n = len(table)
+        cols = {RUN_KEY: pd.Series([manifest["key"]] * n)}
+        for name, v in flat.items():
+            col = f"config.{name}" if name in table.columns else name
+            cols[col] = pd.Series([v] * n, dtype=object if isinstance(v, tuple) or v is None else None)
+        return pd.concat([pd.DataFrame(cols), table], axis=1)
+
+
+def _eq_form(v: Any) -> str:
+    return json.dumps(_to_json(v, "filter", canonical=True), sort_keys=True)
+
+
+def _matches(value: Any, want: Any) -> bool:
+    if callable(want):
+        return bool(want(value))
+    if isinstance(want, (set, frozenset)):
+        return _eq_form(value) in {_eq_form(w) for w in want}
+    return _eq_form(value) == _eq_form(want)
+
+
+def collect_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate joined tables (empty frame with the tidy columns when there are none)."""
+    if not frames:
+        return pd.DataFrame({RUN_KEY: pd.Series(dtype=str), "round": pd.Series(dtype="int64"),
+                             "metric": pd.Series(dtype=str), "value": pd.Series(dtype=float)})
+    return pd.concat(frames, ignore_index=True, sort=False)
+
+
+def book_store(chapter: str, root: str | os.PathLike | None = None) -> Store:
+    """The store whose small CSVs the book commits: <repo>/results/<chapter>/ ($FLKIT_RESULTS or
+    `root` replaces <repo>/results)."""
+    base = Path(root or os.environ.get("FLKIT_RESULTS") or _REPO / "results")
+    return Store(base / chapter)
+
+
+# --------------------------------------------------------------------------------------------------
+# sweeps
+
+
+def _pending(configs: Iterable[Mapping], store: Store) -> tuple[list[dict], list[dict]]:
+    """(all unique configs in order, those without a complete result); validates every config first."""
+    unique, seen = [], set()
+    for config in configs:
+        _check_config(config)
+        key = config_key(config)  # raises on a bad field before any work is done
+        if key not in seen:
+            seen.add(key)
+            unique.append(config)
+    return unique, [c for c in unique if not store.done(c)]
+
+
+def _progress(total: int, initial: int, progress: bool, desc: str | None):
+    from tqdm import tqdm
+    return tqdm(total=total, initial=initial, disable=not progress, desc=desc, unit="run")
+
+
+def sweep(configs: Iterable[Mapping], fn: Callable[[dict], pd.DataFrame], store: Store,
+          progress: bool = True, desc: str | None = None, *, device: str | None = None) -> pd.DataFrame:
+    """Run `fn(config) -> table` for every config without a complete result, saving each as it ends.
+
+    Interrupt and call again: finished runs are skipped. Returns the tables of all `configs` joined
+    with their config columns (as `Store.load_many`)."""
+    unique, todo = _pending(configs, store)
+    with _progress(len(unique), len(unique) - len(todo), progress, desc) as bar:
+        for config in todo:
+            t0 = time.perf_counter()
+            table = fn(config)
+            store.save(config, table, wall_time_s=time.perf_counter() - t0, device=device)
+            bar.update(1)
+    return store.load_many(unique)
+
+
+def sweep_batched(configs: Iterable[Mapping], fn_many: Callable[[list[dict]], Sequence[pd.DataFrame]],
+                  store: Store, batch_size: int | None = None, progress: bool = True,
+                  desc: str | None = None, *, group_by: str | Sequence[str] | Callable | None = None,
+                  device: str | None = None) -> pd.DataFrame:
+    """Like `sweep`, but the missing configs go to `fn_many(list_of_configs) -> list of tables` in
+    batches of at most `batch_size` (None: all at once), so that many runs share one vectorized
+    computation. group_by (field name(s) or a function of the config) keeps only configs that agree on
+    it in one batch (e.g. group_by="method" when only seeds and learning rates vectorize).
+    Each run's manifest records the batch's wall time and size."""
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+    unique, todo = _pending(configs, store)
+    groups: dict[str, list[dict]] = {}
+    for config in todo:
+        if group_by is None:
+            g = ""
+        elif callable(group_by):
+            g = _eq_form(group_by(config))
+        else:
+            names = [group_by] if isinstance(group_by, str) else list(group_by)
+            flat = flatten_config(config)
+            g = _eq_form([flat.get(n) for n in names])
+        groups.setdefault(g, []).append(config)
+    with _progress(len(unique), len(unique) - len(todo), progress, desc) as bar:
+        for members in groups.values():
+            size = batch_size or len(members)
+            for i in range(0, len(members), size):
+                batch = members[i:i + size]
+                t0 = time.perf_counter()
+                tables = list(fn_many(batch))
+                wall = time.perf_counter() - t0
+                if len(tables) != len(batch):
+                    raise ValueError(f"fn_many returned {len(tables)} tables for a batch of {len(batch)} configs")
+                for config, table in zip(batch, tables):
+                    store.save(config, table, wall_time_s=wall, device=device, batch_size=len(batch))
+                bar.update(len(batch))
+    return store.load_many(unique)
