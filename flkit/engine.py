@@ -1,0 +1,661 @@
+"""Local training of many models at once (clients of a round, independent runs), plus a sequential reference.
+
+Parameters of M models live in one dict ``name -> Tensor`` whose leading axis indexes the model
+(``stack(model, M, generator)``). The dict holds the model's parameters, its floating-point buffers
+(BatchNorm running statistics) and any extra trainable tensors that are not part of the model, such
+as Fed-CVaR's threshold ``t`` (shape (M,)). Server code averages or indexes these tensors directly.
+
+Update rule of :func:`local_train` for model m at its local step s < steps[m], with minibatch
+b = batches[m, s] (PyTorch's SGD/Adam semantics, so both paths give the same numbers)::
+
+    g      = grad_w objective(model(w; x[b]), y[b], w)      # default: mean cross-entropy
+           + prox_mu * (w - anchor)                          # FedProx: d/dw of mu/2 ||w - anchor||^2
+           + weight_decay * w                                # L2, coupled (torch.optim style)
+    SGD:   buf = momentum * buf + g  (buf = 0 at the start)  ;  w = w - lr * buf   (buf = g if momentum=0)
+    Adam:  k = k + 1 ; m1 = b1 m1 + (1-b1) g ; m2 = b2 m2 + (1-b2) g^2
+           w = w - lr / (1 - b1^k) * m1 / (sqrt(m2) / sqrt(1 - b2^k) + eps)
+
+The prox and weight-decay terms apply to model parameters only; extras (``t``) get the plain
+optimiser with their own step size. Steps with s >= steps[m] leave model m, its buffers and its
+optimiser state untouched (the per-model Adam counter k only counts real steps).
+
+Three implementations of the same rule (``vectorized=``):
+  * ``"grouped"``: a hand-written forward for flat Sequential stacks of Conv2d/Linear/pooling/
+    elementwise layers: the M models' convolutions run as one grouped convolution (models stacked
+    along the channel axis, ``groups=M``) and their Linear layers as one ``baddbmm``; autograd of the
+    summed per-model losses gives every model's gradient (the models do not interact).
+  * ``"vmap"``: ``torch.func.vmap`` of ``functional_call`` over the stacked parameters (any model, incl.
+    BatchNorm with per-model running statistics, PReLU, Dropout with ``randomness="different"``), and
+    the same single autograd backward. (Not ``vmap(grad(loss))``: that form crashes on normalization
+    layers under autocast, pytorch/pytorch#184890, and gave no speed-up over this one on CPU.)
+  * ``False``: a plain loop over models with ``nn.Module`` copies and ``torch.optim`` (the reference).
+``True`` picks "grouped" when the model supports it and "vmap" otherwise.
+
+Randomness: dropout masks use torch's global RNG in every path (seed it with ``torch.manual_seed``
+for repeatable runs); the vectorized and sequential paths draw different masks.
+"""
+from __future__ import annotations
+
+import copy
+from contextlib import nullcontext
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call, vmap
+
+__all__ = [
+    "stack", "stack_copies", "unstack", "to_module", "take", "put", "cross_entropy", "supports_grouped",
+    "grouped_forward", "local_train", "evaluate", "per_class_accuracy", "epoch_batches", "sample_batches",
+    "BatchStream",
+]
+
+Params = dict[str, Tensor]
+Objective = Callable[[Tensor, Tensor, Params], Tensor]
+
+
+# ----------------------------------------------------------------------------------- stacked params
+def _state(model: nn.Module) -> Params:
+    """Parameters and floating buffers of one model (BatchNorm's integer counter is not state here)."""
+    out = {k: v.detach() for k, v in model.named_parameters()}
+    out.update({k: v.detach() for k, v in model.named_buffers() if v.is_floating_point()})
+    return out
+
+
+def stack_copies(params_or_model: nn.Module | Params, M: int) -> Params:
+    """M identical copies of one model's state (a module, or a dict of unstacked tensors)."""
+    single = _state(params_or_model) if isinstance(params_or_model, nn.Module) else params_or_model
+    return {k: v.detach().unsqueeze(0).repeat(M, *([1] * v.dim())) for k, v in single.items()}
+
+
+def stack(model: nn.Module, M: int, generator: torch.Generator | None = None) -> Params:
+    """Parameters of M models with a leading axis M, on the model's device.
+
+    Without a generator: M copies of ``model``'s current parameters (FedAvg: all clients start from the
+    global model). With one: M independent initialisations; for each copy a seed is drawn from
+    ``generator`` and the model's init is re-run under it (``model.init_weights()`` for
+    :class:`flkit.models.Net`, else every submodule's ``reset_parameters()``). The init runs on the CPU
+    and leaves torch's global RNG untouched. ``model`` itself is not modified.
+    """
+    if generator is None:
+        return stack_copies(model, M)
+    seeds = torch.randint(0, 2**62, (M,), generator=generator, device=generator.device).tolist()
+    device = next(iter(_state(model).values())).device
+    work = copy.deepcopy(model).cpu()
+    copies = []
+    for seed in seeds:
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(seed)
+            if hasattr(work, "init_weights"):
+                work.init_weights()
+            else:
+                for m in work.modules():
+                    if hasattr(m, "reset_parameters"):
+                        m.reset_parameters()
+        copies.append({k: v.clone() for k, v in _state(work).items()})
+    return {k: torch.stack([c[k] for c in copies]).to(device) for k in copies[0]}
+
+
+def unstack(params: Params, m: int) -> Params:
+    """The state of model ``m`` (views, no leading axis)."""
+    return {k: v[m] for k, v in params.items()}
+
+
+def take(tree, idx):
+    """Index every tensor of a (nested) dict along its leading axis: clients' rows of a table."""
+    if isinstance(tree, dict):
+        return {k: take(v, idx) for k, v in tree.items()}
+    return tree[idx]
+
+
+def put(tree, idx, sub) -> None:
+    """In place: ``tree[...][idx] = sub[...]`` for every tensor of a (nested) dict (e.g. Adam states)."""
+    for k, v in sub.items():
+        if isinstance(v, dict):
+            put(tree[k], idx, v)
+        else:
+            tree[k][idx] = v
+
+
+def _clone(tree):
+    return {k: _clone(v) for k, v in tree.items()} if isinstance(tree, dict) else tree.detach().clone()
+
+
+def _load(module: nn.Module, state: Params) -> nn.Module:
+    with torch.no_grad():
+        for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+            if name in state:
+                t.copy_(state[name])
+    return module
+
+
+def to_module(model: nn.Module, params: Params, m: int) -> nn.Module:
+    """A copy of ``model`` holding model ``m``'s parameters and buffers."""
+    first = next(iter(params.values()))
+    return _load(copy.deepcopy(model).to(device=first.device, dtype=first.dtype), unstack(params, m))
+
+
+# ---------------------------------------------------------------------------------------------- loss
+def _sample_losses(logits: Tensor, y: Tensor) -> Tensor:
+    """Per-sample loss: softmax cross-entropy, or the logistic loss when there is a single logit."""
+    yc = y.clamp(min=0)
+    if logits.shape[-1] == 1:
+        return F.binary_cross_entropy_with_logits(logits[..., 0], yc.to(logits.dtype), reduction="none")
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yc.reshape(-1).long(),
+                           reduction="none").view(y.shape)
+
+
+def _predict(logits: Tensor) -> Tensor:
+    return (logits[..., 0] > 0).long() if logits.shape[-1] == 1 else logits.argmax(-1)
+
+
+def cross_entropy(logits: Tensor, y: Tensor, p: Params | None = None) -> Tensor:
+    """Mean loss over the batch (last axis of ``y``), ignoring labels < 0 (padding of a short last
+    batch, see :func:`epoch_batches`): equal to ``F.cross_entropy(logits, y)`` on the valid samples.
+    One logit means binary labels and the logistic loss. The default ``objective``; call it from
+    custom objectives (``L = cross_entropy(logits, y)``) to keep the padding semantics."""
+    valid = (y >= 0).to(logits.dtype)
+    return (_sample_losses(logits, y) * valid).sum(-1) / valid.sum(-1).clamp(min=1)
+
+
+# ----------------------------------------------------------------------------- grouped fast forward
+_ELEMENTWISE = (nn.ReLU, nn.LeakyReLU, nn.Tanh, nn.Sigmoid, nn.Dropout, nn.Identity, nn.Softmax, nn.LogSoftmax)
+
+
+def supports_grouped(model: nn.Module) -> bool:
+    """True for flat ``nn.Sequential`` stacks of Conv2d, Linear, MaxPool2d/AvgPool2d, Flatten and
+    elementwise layers (ReLU, LeakyReLU, Tanh, Sigmoid, Dropout, Softmax over the last axis), without buffers."""
+    if not isinstance(model, nn.Sequential) or any(True for _ in model.buffers()):
+        return False
+    for layer in model:
+        t = type(layer)
+        if t is nn.Conv2d:
+            if layer.padding_mode != "zeros":
+                return False
+        elif t is nn.Flatten:
+            if (layer.start_dim, layer.end_dim) != (1, -1):
+                return False
+        elif t in (nn.Softmax, nn.LogSoftmax):
+            if layer.dim not in (-1, 1):
+                return False
+        elif t not in (nn.Linear, nn.MaxPool2d, nn.AvgPool2d) + _ELEMENTWISE:
+            return False
+    return True
+
+
+def grouped_forward(model: nn.Sequential, params: Params, x: Tensor, shared: bool = False) -> Tensor:
+    """Logits (M, B, classes) of M stacked models on inputs x (M, B, ...) or, with ``shared``, on one
+    batch x (B, ...) seen by all models. Image activations are kept as (B, M*C, H, W) (model-major
+    channels) so every conv layer of the M models is one grouped convolution."""
+    M = next(iter(params.values())).shape[0]
+    h, layout = x, ("shared" if shared else "batched")  # batched: (M, B, ...); grouped: (B, M*C, H, W)
+    for name, layer in model.named_children():
+        if isinstance(layer, (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d)) and layout != "grouped":
+            if layout == "batched":
+                h = h.transpose(0, 1).reshape(h.shape[1], -1, *h.shape[3:])
+            else:
+                h = h.repeat(1, M, 1, 1)
+            layout = "grouped"
+        if isinstance(layer, nn.Conv2d):
+            b = params.get(name + ".bias")
+            h = F.conv2d(h, params[name + ".weight"].flatten(0, 1), None if b is None else b.flatten(),
+                         layer.stride, layer.padding, layer.dilation, M * layer.groups)
+        elif isinstance(layer, nn.Linear):
+            if layout == "grouped":
+                raise ValueError(f"layer {name!r}: a Linear after a Conv2d needs an nn.Flatten in between")
+            if layout == "shared":
+                h = h.expand(M, *h.shape)
+            w, b = params[name + ".weight"].transpose(1, 2), params.get(name + ".bias")
+            h = torch.bmm(h, w) if b is None else torch.baddbmm(b.unsqueeze(1), h, w)
+            layout = "batched"
+        elif isinstance(layer, nn.Flatten):
+            if layout == "grouped":
+                h, layout = h.reshape(h.shape[0], M, -1).transpose(0, 1), "batched"
+            else:
+                h = h.flatten(2 if layout == "batched" else 1)
+        elif isinstance(layer, (nn.Softmax, nn.LogSoftmax)):
+            if layout == "grouped":
+                raise ValueError(f"layer {name!r}: Softmax is supported on logits only")
+            h = (F.softmax if isinstance(layer, nn.Softmax) else F.log_softmax)(h, dim=-1)
+        else:
+            h = layer(h)
+    return h
+
+
+# ------------------------------------------------------------------------------------- local train
+def _names(model: nn.Module, params: Params) -> tuple[list[str], list[str], list[str]]:
+    pnames = [k for k, _ in model.named_parameters()]
+    bnames = [k for k, v in model.named_buffers() if v.is_floating_point()]
+    missing = [k for k in pnames + bnames if k not in params]
+    if missing:
+        raise ValueError(f"params lacks {missing[:3]}...; build it with flkit.engine.stack(model, M)")
+    extras = [k for k in params if k not in pnames and k not in bnames]
+    return pnames, bnames, extras
+
+
+def _lr_table(lr, names: list[str], M: int, like: Tensor) -> dict[str, Tensor]:
+    if not isinstance(lr, dict):
+        lr = {"default": lr}
+    out = {}
+    for k in names:
+        v = lr.get(k, lr.get("default"))
+        if v is None:
+            raise ValueError(f"no learning rate for {k!r}: give lr[{k!r}] or lr['default']")
+        v = torch.as_tensor(v, dtype=like.dtype, device=like.device)
+        if v.dim() == 0:
+            v = v.expand(M)
+        if v.shape != (M,):
+            raise ValueError(f"lr for {k!r} must be a float or a Tensor of shape ({M},), got {tuple(v.shape)}")
+        out[k] = v
+    return out
+
+
+def _bcast(v: Tensor, like: Tensor) -> Tensor:
+    return v.view(-1, *([1] * (like.dim() - 1)))
+
+
+def _autocast(device: torch.device, dtype):
+    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
+
+
+def _gather(x: Tensor, y: Tensor, idx: Tensor, padded: bool = True) -> tuple[Tensor, Tensor]:
+    """Minibatch x[idx], y[idx]; indices < 0 are padding: any sample, label -100 (ignored)."""
+    if not padded:
+        return x[idx], y[idx]
+    xb, yb = x[idx.clamp(min=0)], y[idx.clamp(min=0)]
+    return xb, torch.where(idx >= 0, yb, torch.full_like(yb, -100))
+
+
+def _init_opt_state(opt: str, momentum: float, P: Params, trainable: list[str], M: int) -> dict:
+    if opt == "adam":
+        like = P[trainable[0]]
+        return {"step": torch.zeros(M, dtype=like.dtype, device=like.device),
+                "exp_avg": {k: torch.zeros_like(P[k]) for k in trainable},
+                "exp_avg_sq": {k: torch.zeros_like(P[k]) for k in trainable}}
+    if momentum:
+        return {"momentum_buffer": {k: torch.zeros_like(P[k]) for k in trainable}}
+    return {}
+
+
+def local_train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches: Tensor, *, lr,
+                momentum: float = 0.0, weight_decay: float = 0.0, prox_mu: float = 0.0, anchor: Params | None = None,
+                objective: Objective | None = None, steps: Tensor | None = None, opt: str = "sgd",
+                opt_state: dict | None = None, vectorized: bool | str = True, betas: tuple[float, float] = (0.9, 0.999),
+                eps: float = 1e-8, autocast_dtype: torch.dtype | None = None) -> tuple[Params, dict]:
+    """Train M models on their own minibatches (update rule in the module docstring).
+
+    Args:
+        model: the architecture (its own parameters are not used or changed).
+        params: dict name -> (M, ...) from :func:`stack`; extra entries (e.g. ``t`` of shape (M,)) are
+            trained too and passed to ``objective`` but not to the model.
+        x, y: the data, on the same device as params (a whole training set or the clients' concatenation).
+        batches: LongTensor (M, S, B) of indices into x/y; -1 marks padding (label ignored by
+            :func:`cross_entropy`; in the reference loop the batch is just shorter).
+        lr: float, Tensor (M,), or dict name -> float | Tensor (M,) with an optional "default" entry.
+        steps: LongTensor (M,), valid steps per model (default: all S).
+        opt: "sgd" (with ``momentum``, ``weight_decay``) or "adam" (``betas``, ``eps``, ``weight_decay``).
+        opt_state: the state returned by an earlier call (same layout: per model along axis 0), to carry
+            momentum buffers / Adam moments across rounds; None starts fresh (zeros, step 0).
+        prox_mu, anchor: FedProx term mu/2 ||w - anchor||^2; anchor defaults to ``params``.
+        objective: ``objective(logits, y, p) -> scalar`` for one model (p: its trainable dict incl.
+            extras); must be vmap-compatible (no ``.item()``). Default :func:`cross_entropy`.
+            Per-model constants (e.g. a CVaR level per run) can ride along as extras with lr 0.
+        vectorized: True (auto), "grouped", "vmap", or False (sequential reference loop).
+        autocast_dtype: e.g. torch.bfloat16 to run the forward/backward under autocast (params stay fp32).
+
+    Returns:
+        (params, opt_state): new dict (the input is not modified) and the optimiser state
+        (``{}`` for plain SGD; ``{"momentum_buffer": {...}}``; Adam: ``{"step": (M,), "exp_avg": {...},
+        "exp_avg_sq": {...}}``).
+    """
+    pnames, bnames, extras = _names(model, params)
+    trainable = pnames + extras
+    if batches.dim() != 3 or batches.dtype != torch.long:
+        raise ValueError(f"batches must be a LongTensor (M, S, B), got {batches.dtype} {tuple(batches.shape)}")
+    M, S, _ = batches.shape
+    bad = [k for k, v in params.items() if v.shape[:1] != (M,)]
+    if bad:
+        raise ValueError(f"params {bad[:3]} do not have a leading axis of size M={M} (from batches)")
+    if opt not in ("sgd", "adam"):
+        raise ValueError(f"opt must be 'sgd' or 'adam', got {opt!r}")
+    if vectorized not in (True, False, "grouped", "vmap"):
+        raise ValueError(f"vectorized must be True, False, 'grouped' or 'vmap', got {vectorized!r}")
+    steps_list = [S] * M if steps is None else [int(s) for s in steps.tolist()]
+    if len(steps_list) != M or min(steps_list, default=0) < 0 or max(steps_list, default=0) > S:
+        raise ValueError(f"steps must be a LongTensor ({M},) with values in [0, {S}]")
+    dev = params[trainable[0]].device
+    if x.device != dev or y.device != dev:
+        raise ValueError(f"x and y must be on the parameters' device {dev}, got {x.device} and {y.device}")
+    objective = objective or cross_entropy
+    batches = batches.to(x.device)
+    P = {k: v.detach().clone() for k, v in params.items()}
+    lrs = _lr_table(lr, trainable, M, P[trainable[0]])
+    if prox_mu:
+        anchor = {k: (params if anchor is None else anchor)[k].detach() for k in pnames}
+    state = _init_opt_state(opt, momentum, P, trainable, M) if opt_state is None else _clone(opt_state)
+    hp = dict(opt=opt, momentum=momentum, weight_decay=weight_decay, prox_mu=prox_mu, betas=betas, eps=eps)
+    was_training = model.training
+    model.train()
+    try:
+        if vectorized is False:
+            _train_sequential(model, P, state, x, y, batches, steps_list, lrs, anchor, objective, pnames, bnames,
+                              extras, hp, autocast_dtype)
+        else:
+            _train_vectorized(model, P, state, x, y, batches, steps_list, lrs, anchor, objective, pnames, bnames,
+                              extras, hp, autocast_dtype, vectorized)
+    finally:
+        model.train(was_training)
+    return P, state
+
+
+def _train_vectorized(model, P, state, x, y, batches, steps_list, lrs, anchor, objective, pnames, bnames, extras,
+                      hp, autocast_dtype, vectorized):
+    """Each step: one batched forward of all M models, the M losses summed, one autograd backward (the
+    models share no parameters, so d(sum)/dw_m = d loss_m/dw_m), then the optimiser on the stacks."""
+    trainable = pnames + extras
+    path = vectorized if vectorized in ("grouped", "vmap") else ("grouped" if supports_grouped(model) else "vmap")
+    if path == "grouped" and not supports_grouped(model):
+        raise ValueError("vectorized='grouped' needs a flat Sequential of Conv2d/Linear/pool/elementwise layers "
+                         "without buffers; use vectorized='vmap'")
+    if any(m.momentum is None for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)):
+        raise ValueError("BatchNorm with momentum=None (cumulative average) is not supported by the vectorized path")
+    int_bufs = {k: v for k, v in model.named_buffers() if not v.is_floating_point()}
+
+    def forward_one(p, bufs, xb):  # one model; buffers are cloned so BatchNorm can update them in place
+        bufs = {k: v.clone() for k, v in bufs.items()} | {k: v.clone() for k, v in int_bufs.items()}
+        return functional_call(model, (p, bufs), (xb,)), {k: bufs[k] for k in bnames}
+
+    forward_all = vmap(forward_one, randomness="different")
+    per_model_objective = cross_entropy if objective is cross_entropy else vmap(objective, randomness="different")
+    steps_t = torch.tensor(steps_list, device=batches.device)
+    padded = bool((batches < 0).any())
+    for s in range(max(steps_list, default=0)):
+        xb, yb = _gather(x, y, batches[:, s], padded)
+        leaves = {k: P[k].detach().requires_grad_(True) for k in trainable}
+        with _autocast(xb.device, autocast_dtype):
+            if path == "grouped":
+                logits, new_bufs = grouped_forward(model, {k: leaves[k] for k in pnames}, xb), {}
+            else:
+                logits, new_bufs = forward_all({k: leaves[k] for k in pnames}, {k: P[k] for k in bnames}, xb)
+        losses = per_model_objective(logits.float() if autocast_dtype else logits, yb, leaves)  # (M,)
+        grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in trainable], allow_unused=True)
+        g = {k: torch.zeros_like(P[k]) if gk is None else gk for k, gk in zip(trainable, grads)}
+        active = None if all(st > s for st in steps_list) else (steps_t > s)
+        _update(P, g, {k: v.detach() for k, v in new_bufs.items()}, state, lrs, active, pnames, extras, anchor, **hp)
+
+
+def _masked(dst: Tensor, new: Tensor, active: Tensor | None) -> Tensor:
+    """dst <- new for the active models (all if active is None); returns dst."""
+    return dst.copy_(new if active is None else torch.where(_bcast(active, new), new, dst))
+
+
+@torch.no_grad()
+def _update(P, g, new_bufs, state, lrs, active, pnames, extras, anchor, *, opt, momentum, weight_decay, prox_mu,
+            betas, eps):
+    """One optimiser step on every model (the rule of the module docstring), skipping inactive models."""
+    for k, v in new_bufs.items():
+        _masked(P[k], v, active)
+    if opt == "adam":
+        step = state["step"] + (1 if active is None else active.to(state["step"].dtype))
+        bc1, bc2 = 1 - betas[0] ** step.clamp(min=1), 1 - betas[1] ** step.clamp(min=1)
+    for k in pnames + extras:
+        p, d = P[k], g[k]
+        if prox_mu and k in anchor:
+            d = d + prox_mu * (p - anchor[k])
+        if weight_decay and k not in extras:
+            d = d + weight_decay * p
+        if opt == "sgd":
+            if momentum:
+                buf = state["momentum_buffer"][k]
+                d = buf.mul_(momentum).add_(d) if active is None else _masked(buf, buf * momentum + d, active)
+            if active is None:
+                p.addcmul_(_bcast(lrs[k], p), d, value=-1)
+            else:
+                _masked(p, p - _bcast(lrs[k], p) * d, active)
+        else:
+            m1, m2 = state["exp_avg"][k], state["exp_avg_sq"][k]
+            n1, n2 = torch.lerp(m1, d, 1 - betas[0]), m2 * betas[1] + (1 - betas[1]) * d * d
+            denom = (n2.sqrt() / _bcast(bc2.sqrt(), p)) + eps
+            _masked(p, p - _bcast(lrs[k] / bc1, p) * n1 / denom, active)
+            _masked(m1, n1, active)
+            _masked(m2, n2, active)
+    if opt == "adam":
+        state["step"].copy_(step)
+
+
+def _train_sequential(model, P, state, x, y, batches, steps_list, lrs, anchor, objective, pnames, bnames, extras,
+                      hp, autocast_dtype):
+    """The reference: one nn.Module copy and one torch.optim optimiser per model, trained in turn."""
+    first = P[pnames[0]]
+    lrs = {k: v.tolist() for k, v in lrs.items()}
+    padded = bool((batches < 0).any())
+    for m, n_steps in enumerate(steps_list):
+        net = _load(copy.deepcopy(model).to(device=first.device, dtype=first.dtype), unstack(P, m)).train()
+        named = dict(net.named_parameters()) | {k: P[k][m].clone().requires_grad_(True) for k in extras}
+        groups = [{"params": [t], "lr": float(lrs[k][m]), "weight_decay": 0.0 if k in extras else hp["weight_decay"]}
+                  for k, t in named.items()]
+        if hp["opt"] == "sgd":
+            optim = torch.optim.SGD(groups, lr=0.0, momentum=hp["momentum"], foreach=False)
+            if hp["momentum"] and state:
+                for k, t in named.items():
+                    optim.state[t]["momentum_buffer"] = state["momentum_buffer"][k][m].clone()
+        else:
+            optim = torch.optim.Adam(groups, lr=0.0, betas=hp["betas"], eps=hp["eps"], foreach=False)
+            if float(state["step"][m]) > 0:
+                for k, t in named.items():
+                    optim.state[t] = {"step": torch.tensor(float(state["step"][m])),
+                                      "exp_avg": state["exp_avg"][k][m].clone(),
+                                      "exp_avg_sq": state["exp_avg_sq"][k][m].clone()}
+        for s in range(n_steps):
+            idx = batches[m, s]
+            idx = idx[idx >= 0] if padded else idx
+            with _autocast(first.device, autocast_dtype):
+                logits = net(x[idx])
+            loss = objective(logits.float() if autocast_dtype else logits, y[idx], named)
+            if hp["prox_mu"]:
+                loss = loss + hp["prox_mu"] / 2 * sum(((named[k] - anchor[k][m]) ** 2).sum() for k in pnames)
+            optim.zero_grad()
+            loss.backward()
+            for t in named.values():  # an unused extra gets a zero gradient (the vectorized paths do the same)
+                if t.grad is None:
+                    t.grad = torch.zeros_like(t)
+            optim.step()
+        with torch.no_grad():
+            for k, t in list(named.items()) + [(k, v) for k, v in net.named_buffers() if k in bnames]:
+                P[k][m] = t.detach()
+            for k, t in named.items():
+                st = optim.state.get(t, {})
+                if hp["opt"] == "sgd" and hp["momentum"] and st.get("momentum_buffer") is not None:
+                    state["momentum_buffer"][k][m] = st["momentum_buffer"]
+                elif hp["opt"] == "adam" and st:
+                    state["exp_avg"][k][m], state["exp_avg_sq"][k][m] = st["exp_avg"], st["exp_avg_sq"]
+                    state["step"][m] = float(st["step"])
+
+
+# ---------------------------------------------------------------------------------------- evaluate
+def _logit_chunks(model, params, x, batch_size, models_per_chunk, vectorized, autocast_dtype):
+    """Yield (model slice, data slice, logits (Mc, b, C)) over chunks of models and of the data."""
+    pnames, bnames, _ = _names(model, params)
+    M = params[pnames[0]].shape[0]
+    mc = models_per_chunk or max(1, (65536 if x.is_cuda else 8192) // batch_size)
+    grouped = vectorized in (True, "grouped") and supports_grouped(model)
+    if vectorized is False:  # reference: one functional_call per model
+        def fwd(p, xb):
+            return torch.stack([functional_call(model, unstack(p, i), (xb,)) for i in range(len(p[pnames[0]]))])
+    else:
+        fwd = vmap(lambda p, xb: functional_call(model, p, (xb,)), in_dims=(0, None))
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), _autocast(x.device, autocast_dtype):
+            for m0 in range(0, M, mc):
+                sub = {k: params[k][m0:m0 + mc] for k in pnames + bnames}
+                for i0 in range(0, x.shape[0], batch_size):
+                    xb = x[i0:i0 + batch_size]
+                    logits = grouped_forward(model, sub, xb, shared=True) if grouped else fwd(sub, xb)
+                    yield slice(m0, m0 + mc), slice(i0, i0 + batch_size), logits.float()
+    finally:
+        model.train(was_training)
+
+
+def evaluate(model: nn.Module, params: Params, x: Tensor, y: Tensor, batch_size: int = 1024, *,
+             models_per_chunk: int | None = None, vectorized: bool | str = True,
+             autocast_dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+    """Mean loss (cross-entropy, or logistic loss for one logit) and accuracy of each of the M models on
+    (x, y), in eval mode (BatchNorm running statistics, no dropout), without gradients.
+
+    Data go in chunks of ``batch_size``, models in chunks of ``models_per_chunk`` (default: 65536 //
+    batch_size on CUDA, 8192 // batch_size on CPU) to bound memory. Returns two float tensors (M,).
+    """
+    M = next(iter(params.values())).shape[0]
+    loss, correct = torch.zeros(M, device=x.device), torch.zeros(M, device=x.device)
+    for ms, ds, logits in _logit_chunks(model, params, x, batch_size, models_per_chunk, vectorized, autocast_dtype):
+        yb = y[ds].expand(logits.shape[0], -1)
+        loss[ms] += _sample_losses(logits, yb).sum(1)
+        correct[ms] += (_predict(logits) == yb).sum(1)
+    return loss / len(y), correct / len(y)
+
+
+def per_class_accuracy(model: nn.Module, params: Params, x: Tensor, y: Tensor, num_classes: int,
+                       batch_size: int = 1024, *, models_per_chunk: int | None = None, vectorized: bool | str = True,
+                       autocast_dtype: torch.dtype | None = None) -> Tensor:
+    """(M, num_classes) accuracy of each model on each class of (x, y); NaN for classes absent from y."""
+    M = next(iter(params.values())).shape[0]
+    correct = torch.zeros(M, num_classes, device=x.device)
+    for ms, ds, logits in _logit_chunks(model, params, x, batch_size, models_per_chunk, vectorized, autocast_dtype):
+        onehot = F.one_hot(y[ds], num_classes).float()
+        correct[ms] += (_predict(logits) == y[ds]).float() @ onehot
+    counts = torch.bincount(y, minlength=num_classes).float()
+    return correct / counts  # 0/0 -> NaN for absent classes
+
+
+# ----------------------------------------------------------------------------------------- batches
+def _index_table(sizes_or_index_lists, device) -> tuple[Tensor, Tensor]:
+    """(M, n_max) table of each model's sample indices (padded with its first index) and sizes (M,).
+    Sizes mean contiguous blocks of a concatenation: model m owns [sum(sizes[:m]), sum(sizes[:m+1]))."""
+    items = list(sizes_or_index_lists)
+    if all(np.ndim(a) == 0 for a in items):
+        sizes = [int(a) for a in items]
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        items = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(sizes))]
+    lists = [torch.as_tensor(a.cpu() if isinstance(a, Tensor) else np.asarray(a), dtype=torch.long).reshape(-1)
+             for a in items]
+    n = torch.tensor([len(a) for a in lists], dtype=torch.long)
+    table = torch.zeros(len(lists), max(1, int(n.max()) if len(lists) else 1), dtype=torch.long)
+    for i, a in enumerate(lists):
+        if len(a):
+            table[i, :len(a)], table[i, len(a):] = a, a[0]
+    return table.to(device), n.to(device)
+
+
+def _permutations(n: Tensor, width: int, generator, device) -> Tensor:
+    """(len(n), width) rows whose first n[i] entries are a uniform random permutation of 0..n[i]-1."""
+    keys = torch.rand(len(n), width, generator=generator, device=device, dtype=torch.float64)
+    keys.masked_fill_(torch.arange(width, device=device) >= n[:, None], 2.0)
+    return keys.argsort(dim=1)
+
+
+def epoch_batches(sizes_or_index_lists, batch_size: int, epochs: int = 1, generator: torch.Generator | None = None,
+                  *, last: str = "wrap", device=None) -> tuple[Tensor, Tensor]:
+    """Minibatches for ``epochs`` passes over each model's data: a fresh permutation per epoch.
+
+    ``sizes_or_index_lists``: per model either its indices into x (arrays/tensors) or its size (then
+    models own consecutive blocks of x). Returns ``batches`` (M, S, B) and ``steps`` (M,) =
+    epochs * batches-per-epoch; S = max(steps); steps beyond a model's own are filler (masked).
+
+    The last, partial batch of an epoch (n_m not a multiple of B) follows ``last``:
+      * ``"wrap"`` (default): ceil(n_m/B) full batches; the last is topped up with the first samples of
+        the same epoch's permutation (those few are seen twice in that epoch; a client with n_m < B has
+        its samples repeated to fill one batch). Works with any objective.
+      * ``"pad"``: ceil(n_m/B) batches; the missing slots are index -1, whose labels the default
+        :func:`cross_entropy` ignores, so each step equals PyTorch's ``DataLoader(shuffle=True,
+        drop_last=False)`` with its short last batch (BatchNorm batch statistics excepted: padded
+        slots hold a real sample). Custom objectives must use :func:`cross_entropy` or mask y < 0.
+      * ``"drop"``: floor(n_m/B) batches (``drop_last=True``; clients with n_m < B get 0 steps).
+    """
+    if last not in ("wrap", "pad", "drop"):
+        raise ValueError(f"last must be 'wrap', 'pad' or 'drop', got {last!r}")
+    if batch_size < 1 or epochs < 1:
+        raise ValueError(f"batch_size and epochs must be >= 1, got {batch_size} and {epochs}")
+    gdev = generator.device if generator is not None else torch.device("cpu")
+    table, n = _index_table(sizes_or_index_lists, gdev)
+    M, B = len(n), batch_size
+    spe = n // B if last == "drop" else (n + B - 1) // B
+    steps, spe_max = spe * epochs, max(1, int(spe.max()) if M else 1)
+    j = torch.arange(spe_max * B, device=gdev)
+    tabs = []
+    for _ in range(epochs):
+        perm = _permutations(n, table.shape[1], generator, gdev)
+        ids = table.gather(1, perm.gather(1, j[None, :] % n.clamp(min=1)[:, None]))
+        if last == "pad":
+            ids = ids.masked_fill(j[None, :] >= n[:, None], -1)
+        tabs.append(ids.view(M, spe_max, B))
+    tab = torch.stack(tabs, 1)  # (M, epochs, spe_max, B)
+    s, per = torch.arange(int(steps.max()) if M else 0, device=gdev), spe.clamp(min=1)[:, None]
+    batches = tab[torch.arange(M, device=gdev)[:, None], (s // per).clamp(max=epochs - 1), s % per]
+    batches = torch.where((s[None, :] >= steps[:, None])[..., None], table[:, :1, None].expand_as(batches), batches)
+    return batches.to(device or gdev), steps.to(device or gdev)
+
+
+def sample_batches(index_lists, batch_size: int, num_steps: int, generator: torch.Generator | None = None, *,
+                   replace: bool = False, device=None) -> tuple[Tensor, Tensor]:
+    """``num_steps`` independent minibatches per model ("I local iterations"): each batch is B samples
+    drawn uniformly from the model's data without replacement within the batch (with replacement if
+    ``replace`` or if n_m < B, then samples repeat), independently across steps.
+
+    Note: FedAU's code instead walks a per-client shuffled DataLoader that persists across rounds and
+    skips short last batches; :class:`BatchStream` reproduces that exactly.
+    Returns ``batches`` (M, num_steps, B) and ``steps`` (M,) (0 for models without data).
+    """
+    gdev = generator.device if generator is not None else torch.device("cpu")
+    table, n = _index_table(index_lists, gdev)
+    M, B = len(n), batch_size
+    if replace:
+        pos = (torch.rand(M, num_steps, B, generator=generator, device=gdev, dtype=torch.float64)
+               * n[:, None, None]).long()
+    else:
+        keys = torch.rand(M, num_steps, table.shape[1], generator=generator, device=gdev, dtype=torch.float64)
+        keys.masked_fill_(torch.arange(table.shape[1], device=gdev) >= n[:, None, None], 2.0)
+        perm = keys.argsort(dim=2)
+        first_b = torch.arange(B, device=gdev) % n.clamp(min=1)[:, None]  # (M, B); wraps when n_m < B
+        pos = perm.gather(2, first_b[:, None, :].expand(M, num_steps, B))
+    batches = table.gather(1, pos.clamp(max=table.shape[1] - 1).reshape(M, -1)).view(M, num_steps, B)
+    steps = torch.where(n > 0, num_steps, 0)
+    return batches.to(device or gdev), steps.to(device or gdev)
+
+
+class BatchStream:
+    """Per-client minibatch streams that persist across rounds, as in FedAU's code (configs.md 1.6):
+    each client walks through a random permutation of its data B samples at a time; when fewer than
+    B samples are left they are skipped and a fresh permutation starts (``DataLoader(shuffle=True)``
+    restarted on a short batch). A client with n < B gets its samples repeated to fill a batch
+    (the authors' loader would give it a short batch).
+
+    >>> stream = BatchStream(partition.indices, 16, torch_gen(seed, "batch", device))
+    >>> batches, steps = stream.next(active_clients, num_steps=5)     # (k, 5, 16), (k,)
+    """
+
+    def __init__(self, index_lists, batch_size: int, generator: torch.Generator | None = None):
+        self.generator, self.B = generator, batch_size
+        self.device = generator.device if generator is not None else torch.device("cpu")
+        self.table, self.n = _index_table(index_lists, self.device)
+        self.perm = _permutations(self.n, self.table.shape[1], generator, self.device)
+        self.cursor = torch.zeros_like(self.n)
+
+    def next(self, clients, num_steps: int) -> tuple[Tensor, Tensor]:
+        """Minibatches (len(clients), num_steps, B) for the given client ids (distinct), and steps."""
+        c = torch.as_tensor(clients.cpu() if isinstance(clients, Tensor) else np.asarray(clients),
+                            dtype=torch.long).reshape(-1).to(self.device)
+        out = []
+        for _ in range(num_steps):
+            restart = c[self.cursor[c] + self.B > self.n[c]]
+            if len(restart):
+                self.perm[restart] = _permutations(self.n[restart], self.table.shape[1], self.generator, self.device)
+                self.cursor[restart] = 0
+            pos = (self.cursor[c, None] + torch.arange(self.B, device=self.device)) % self.n[c, None].clamp(min=1)
+            out.append(self.table[c].gather(1, self.perm[c].gather(1, pos)))
+            self.cursor[c] += self.B
+        batches = torch.stack(out, 1) if out else torch.zeros(len(c), 0, self.B, dtype=torch.long, device=self.device)
+        return batches, torch.where(self.n[c] > 0, num_steps, 0)

@@ -1,0 +1,280 @@
+"""Engine: the vectorized paths must reproduce the sequential nn.Module + torch.optim reference.
+
+All parity tests run on the CPU in float64 with tiny data, and assert a relative difference < 1e-5
+for every parameter, buffer and optimiser-state tensor.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from flkit import engine as E
+from flkit import models
+
+SHAPES = {"cvar_mlp": (1, 28, 28), "cvar_lenet": (1, 28, 28), "hics_fmnist": (1, 28, 28),
+          "fedau_cifar10": (3, 32, 32), "hics_cifar10": (3, 32, 32), "cvar_2d": (2,)}
+SIZES = [10, 14, 7]  # three clients of unequal size: unequal numbers of steps (masking)
+
+
+def rel_diff(a: dict, b: dict) -> float:
+    out = 0.0
+    for k in b:
+        if isinstance(b[k], dict):
+            out = max(out, rel_diff(a[k], b[k]))
+        else:
+            out = max(out, float((a[k] - b[k]).norm() / b[k].norm().clamp(min=1e-12)))
+    return out
+
+
+def setup(name, n_classes=10, seed=0):
+    torch.manual_seed(seed)
+    net = models.build(name).double()
+    x = torch.randn(sum(SIZES), *SHAPES[name], dtype=torch.float64)
+    y = torch.randint(0, n_classes, (sum(SIZES),))
+    params = E.stack(net, len(SIZES), torch.Generator().manual_seed(seed + 1))
+    batches, steps = E.epoch_batches(SIZES, 4, 1, torch.Generator().manual_seed(seed + 2))
+    return net, params, x, y, batches, steps
+
+
+def paths(net):
+    return ["vmap", "grouped"] if E.supports_grouped(net) else ["vmap"]
+
+
+def check_parity(net, params, x, y, batches, **kw):
+    ref = E.local_train(net, params, x, y, batches, vectorized=False, **kw)
+    for path in paths(net):
+        out = E.local_train(net, params, x, y, batches, vectorized=path, **kw)
+        assert rel_diff(out[0], ref[0]) < 1e-5, path
+        assert rel_diff(out[1], ref[1]) < 1e-5, path
+    assert rel_diff(ref[0], params) > 1e-4  # training did move the parameters
+    return ref
+
+
+CASES = {
+    "sgd": dict(lr=0.05),
+    "sgd_momentum_wd": dict(lr=0.05, momentum=0.9, weight_decay=1e-3),
+    "adam": dict(lr=1e-3, opt="adam", weight_decay=1e-4),
+    "fedprox": dict(lr=0.05, prox_mu=0.5),
+}
+
+
+@pytest.mark.parametrize("name", ["cvar_mlp", "cvar_lenet"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_vectorized_matches_sequential(name, case):
+    net, params, x, y, batches, steps = setup(name)
+    check_parity(net, params, x, y, batches, steps=steps, **CASES[case])
+
+
+def test_batchnorm_model_with_momentum_and_prox_in_vmap():
+    net, params, x, y, batches, steps = setup("hics_fmnist")
+    ref = check_parity(net, params, x, y, batches, steps=steps, lr=0.05, momentum=0.9, weight_decay=5e-4,
+                       prox_mu=0.5)
+    assert rel_diff({"rm": ref[0]["2.running_mean"]}, {"rm": params["2.running_mean"]}) > 0  # stats updated
+
+
+def test_grouped_path_on_fedau_cnn():
+    net, params, x, y, batches, steps = setup("fedau_cifar10")
+    assert E.supports_grouped(net)
+    check_parity(net, params, x, y, batches, steps=steps, lr=0.05)
+
+
+def test_adam_state_carried_across_two_calls():
+    net, params, x, y, batches, steps = setup("cvar_mlp")
+    b2, s2 = E.epoch_batches(SIZES, 4, 1, torch.Generator().manual_seed(9))
+    kw = dict(lr=1e-3, opt="adam")
+    ref = E.local_train(net, params, x, y, batches, steps=steps, vectorized=False, **kw)
+    ref = E.local_train(net, ref[0], x, y, b2, steps=s2, opt_state=ref[1], vectorized=False, **kw)
+    out = E.local_train(net, params, x, y, batches, steps=steps, **kw)
+    out = E.local_train(net, out[0], x, y, b2, steps=s2, opt_state=out[1], **kw)
+    assert rel_diff(out[0], ref[0]) < 1e-5 and rel_diff(out[1], ref[1]) < 1e-5
+    assert out[1]["step"].tolist() == (steps + s2).tolist()  # masked steps do not count
+
+
+def test_masked_steps_leave_models_untouched():
+    net, params, x, y, batches, _ = setup("cvar_mlp")
+    steps = torch.tensor([0, 2, 3])
+    for path in ["vmap", "grouped", False]:
+        out, state = E.local_train(net, params, x, y, batches, lr=0.1, momentum=0.9, steps=steps, vectorized=path)
+        assert all(torch.equal(out[k][0], params[k][0]) for k in params)
+        assert all(torch.count_nonzero(v[0]) == 0 for v in state["momentum_buffer"].values())
+    check_parity(net, params, x, y, batches, steps=steps, lr=0.1, momentum=0.9)
+
+
+def cvar_objective(gamma=0.3, alpha=0.3):
+    """(1 - g)(t + relu(L - t) / a) + g L with L the batch-mean loss (Fed-CVaR-Avg's local objective)."""
+    def objective(logits, y, p):
+        L = E.cross_entropy(logits, y)
+        return (1 - gamma) * (p["t"] + F.relu(L - p["t"]) / alpha) + gamma * L
+    return objective
+
+
+@pytest.mark.parametrize("name", ["cvar_mlp", "cvar_lenet"])
+def test_custom_objective_with_extra_scalar_and_its_own_lr(name):
+    net, params, x, y, batches, steps = setup(name)
+    params["t"] = torch.tensor([0.0, 1.0, 5.0], dtype=torch.float64)  # t > L for the last model: relu inactive
+    ref = check_parity(net, params, x, y, batches, steps=steps, objective=cvar_objective(),
+                       lr={"default": 0.05, "t": torch.tensor([0.01, 0.02, 0.03], dtype=torch.float64)})
+    assert (ref[0]["t"] != params["t"]).all()
+
+
+def test_padded_last_batch_equals_a_short_batch():
+    net, params, x, y, _, _ = setup("cvar_mlp")
+    batches, steps = E.epoch_batches(SIZES, 4, 2, torch.Generator().manual_seed(5), last="pad")
+    assert (batches == -1).any()
+    params["t"] = torch.tensor([0.0, 1.0, 5.0], dtype=torch.float64)
+    # the reference drops the -1 slots (a genuinely shorter batch); vectorized paths mask their labels
+    check_parity(net, params, x, y, batches, steps=steps, lr=0.05, objective=cvar_objective())
+
+
+def test_per_model_learning_rates_and_lr_validation():
+    net, params, x, y, batches, steps = setup("cvar_mlp")
+    lr = torch.tensor([0.0, 0.05, 0.1], dtype=torch.float64)
+    ref = check_parity(net, params, x, y, batches, steps=steps, lr=lr)
+    assert all(torch.equal(ref[0][k][0], params[k][0]) for k in params)  # lr 0: unchanged
+    with pytest.raises(ValueError, match="no learning rate"):
+        E.local_train(net, dict(params, t=torch.zeros(3, dtype=torch.float64)), x, y, batches, lr={"t": 0.1})
+    with pytest.raises(ValueError, match="shape"):
+        E.local_train(net, params, x, y, batches, lr=torch.ones(2))
+
+
+def test_dropout_model_trains_with_independent_masks():
+    net, _, x, y, batches, _ = setup("hics_cifar10")
+    params = E.stack(net, 3)  # identical copies, identical batches: only dropout can separate them
+    same = batches[:1].expand(3, -1, -1)
+    for path in ["vmap", "grouped"]:
+        torch.manual_seed(0)
+        out, _ = E.local_train(net, params, x, y, same, lr=0.1, vectorized=path)
+        w = out["11.weight"]
+        assert torch.isfinite(w).all() and not torch.equal(w[0], w[1])
+
+
+def test_bf16_autocast_runs_close_to_fp32():
+    net, params, x, y, batches, steps = setup("cvar_lenet")
+    net, x = net.float(), x.float()
+    params = {k: v.float() for k, v in params.items()}
+    ref, _ = E.local_train(net, params, x, y, batches, steps=steps, lr=0.05)
+    out, _ = E.local_train(net, params, x, y, batches, steps=steps, lr=0.05, autocast_dtype=torch.bfloat16)
+    assert out["0.weight"].dtype == torch.float32
+    assert rel_diff(out, ref) < 0.05
+
+
+def test_bf16_autocast_with_batchnorm_in_vmap_path():
+    net, params, x, y, batches, steps = setup("hics_fmnist")
+    net, x = net.float(), x.float()
+    params = {k: v.float() for k, v in params.items()}
+    ref, _ = E.local_train(net, params, x, y, batches, steps=steps, lr=0.01)
+    out, _ = E.local_train(net, params, x, y, batches, steps=steps, lr=0.01, autocast_dtype=torch.bfloat16)
+    seq, _ = E.local_train(net, params, x, y, batches, steps=steps, lr=0.01, autocast_dtype=torch.bfloat16,
+                           vectorized=False)
+    assert out["2.running_mean"].dtype == torch.float32
+    assert rel_diff(out, ref) < 2 * rel_diff(seq, ref)  # bf16 error of the same size as the reference's
+    loss, _ = E.evaluate(net, out, x, y, autocast_dtype=torch.bfloat16)
+    assert torch.isfinite(loss).all()
+
+
+def test_stack_inits_are_seeded_independent_and_leave_global_rng_alone():
+    net = models.build("fedau_svhn")
+    state = torch.random.get_rng_state()
+    a = E.stack(net, 3, torch.Generator().manual_seed(7))
+    assert torch.equal(state, torch.random.get_rng_state())
+    b = E.stack(net, 3, torch.Generator().manual_seed(7))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["0.weight"][0], a["0.weight"][1])
+    assert torch.count_nonzero(a["0.bias"]) == 0  # the model's own init scheme was re-run
+    copies = E.stack(net, 2)
+    assert torch.equal(copies["0.weight"][1], net[0].weight)
+    assert set(E.unstack(copies, 1)) == set(net.state_dict())
+    m1 = E.to_module(net, a, 1)
+    assert torch.equal(m1[0].weight, a["0.weight"][1])
+
+
+def test_take_and_put_rows_of_a_state_tree():
+    tree = {"step": torch.zeros(5), "exp_avg": {"w": torch.zeros(5, 2)}}
+    sub = E.take(tree, torch.tensor([1, 3]))
+    sub["step"] += 1
+    sub["exp_avg"]["w"] += 2
+    E.put(tree, torch.tensor([1, 3]), sub)
+    assert tree["step"].tolist() == [0, 1, 0, 1, 0] and tree["exp_avg"]["w"][3].tolist() == [2, 2]
+
+
+@pytest.mark.parametrize("name", ["cvar_lenet", "hics_fmnist"])
+def test_evaluate_and_per_class_accuracy_match_per_model_modules(name):
+    net, params, x, y, _, _ = setup(name)
+    loss, acc = E.evaluate(net, params, x, y, batch_size=8, models_per_chunk=2)
+    pca = E.per_class_accuracy(net, params, x, y, 12, batch_size=8)
+    for m in range(3):
+        mod = E.to_module(net, params, m).eval()
+        with torch.no_grad():
+            logits = mod(x)
+        assert loss[m].item() == pytest.approx(F.cross_entropy(logits, y).item(), rel=1e-5)
+        assert acc[m].item() == pytest.approx((logits.argmax(1) == y).double().mean().item())
+        for c in range(10):
+            if (y == c).any():
+                assert pca[m, c].item() == pytest.approx((logits.argmax(1)[y == c] == c).double().mean().item())
+    assert torch.isnan(pca[:, 10:]).all()  # absent classes
+    assert torch.allclose(E.evaluate(net, params, x, y, vectorized=False)[0], loss)
+
+
+def test_binary_single_logit_model():
+    torch.manual_seed(0)
+    net = models.build("linear", in_dim=10, out_dim=1).double()
+    x, y = torch.randn(31, 10, dtype=torch.float64), torch.randint(0, 2, (31,))
+    params = E.stack(net, 3, torch.Generator().manual_seed(0))
+    batches, steps = E.epoch_batches([10, 14, 7], 4, 2, torch.Generator().manual_seed(1))
+    check_parity(net, params, x, y, batches, steps=steps, lr=0.1)
+    loss, acc = E.evaluate(net, params, x, y)
+    logit = E.to_module(net, params, 0)(x)[:, 0]
+    assert loss[0].item() == pytest.approx(F.binary_cross_entropy_with_logits(logit, y.double()).item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("last", ["wrap", "pad", "drop"])
+def test_epoch_batches_are_permutations_of_each_clients_data(last):
+    lists = [torch.arange(0, 10), torch.arange(10, 24), torch.arange(24, 31)]
+    batches, steps = E.epoch_batches(lists, 4, 2, torch.Generator().manual_seed(0), last=last)
+    per_epoch = {"wrap": [3, 4, 2], "pad": [3, 4, 2], "drop": [2, 3, 1]}[last]
+    assert steps.tolist() == [2 * s for s in per_epoch] and batches.shape == (3, max(steps), 4)
+    for m, idx in enumerate(lists):
+        for e in range(2):
+            got = batches[m, e * per_epoch[m]:(e + 1) * per_epoch[m]].flatten()
+            got = got[got >= 0]
+            if last == "drop":
+                assert len(set(got.tolist())) == len(got) and set(got.tolist()) <= set(idx.tolist())
+            else:
+                assert set(got.tolist()) == set(idx.tolist())  # every sample once per epoch (+ wrap fill)
+                assert len(got) == (len(idx) if last == "pad" else 4 * per_epoch[m])
+    sizes_version, _ = E.epoch_batches([10, 14, 7], 4, 2, torch.Generator().manual_seed(0), last=last)
+    assert torch.equal(sizes_version, batches)  # sizes == contiguous index blocks
+
+
+def test_sample_batches_and_batch_stream():
+    lists = [torch.arange(0, 20), torch.arange(20, 23)]
+    b, s = E.sample_batches(lists, 4, 6, torch.Generator().manual_seed(0))
+    assert b.shape == (2, 6, 4) and s.tolist() == [6, 6]
+    assert all(len(set(row.tolist())) == 4 for row in b[0])  # no repeats within a batch
+    assert set(b[1].flatten().tolist()) <= {20, 21, 22} and set(b[0].flatten().tolist()) <= set(range(20))
+    stream = E.BatchStream([torch.arange(0, 10), torch.arange(10, 30)], 4, torch.Generator().manual_seed(0))
+    b1, _ = stream.next([0, 1], 2)
+    b2, _ = stream.next([0], 1)  # client 0 has 2 left < 4: they are skipped and a new permutation starts
+    first_epoch = b1[0].flatten().tolist()
+    assert len(set(first_epoch)) == 8 and len(set(b2[0, 0].tolist())) == 4
+    b3, _ = stream.next([1], 3)  # client 1 continues where it stopped: 20 samples = 5 batches, no repeat
+    seen = b1[1].flatten().tolist() + b3[0].flatten().tolist()
+    assert sorted(seen) == list(range(10, 30))
+
+
+def test_input_validation():
+    net, params, x, y, batches, steps = setup("cvar_mlp")
+    with pytest.raises(ValueError, match="leading axis"):
+        E.local_train(net, params, x, y, batches[:2], lr=0.1)
+    with pytest.raises(ValueError, match="steps"):
+        E.local_train(net, params, x, y, batches, lr=0.1, steps=torch.tensor([1, 2, 99]))
+    with pytest.raises(ValueError, match="opt"):
+        E.local_train(net, params, x, y, batches, lr=0.1, opt="rmsprop")
+    with pytest.raises(ValueError, match="grouped"):
+        bn, bp, *_ = setup("hics_fmnist")
+        E.local_train(bn, bp, x, y, batches, lr=0.1, vectorized="grouped")
+    with pytest.raises(ValueError, match="device"):
+        E.local_train(net, params, x.to("meta"), y, batches, lr=0.1)
+    with pytest.raises(ValueError, match="stack"):
+        E.local_train(net, {"t": torch.zeros(3)}, x, y, batches, lr=0.1)
