@@ -108,6 +108,7 @@ def execute(source: Path, parameters: dict | None = None, out: Path | None = Non
             "commit": _git_commit(),
         }
         nbformat.write(nb, tmp)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
