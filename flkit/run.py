@@ -92,7 +92,6 @@ def execute(source: Path, parameters: dict | None = None, out: Path | None = Non
     out.parent.mkdir(parents=True, exist_ok=True)
     # The kernel is this interpreter: never a stale user-level 'python3' kernelspec.
     os.environ.setdefault("JUPYTER_DATA_DIR", tempfile.mkdtemp(prefix="flkit-jupyter-"))
-    os.environ.setdefault("MPLBACKEND", "Agg")
     fd, tmp = tempfile.mkstemp(suffix=".ipynb", dir=out.parent, prefix=f".{out.stem}-")
     os.close(fd)
     start = time.time()

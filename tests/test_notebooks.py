@@ -31,6 +31,9 @@ def test_executed_copy_in_book_is_current(source):
     assert executed.is_file(), f"run `python -m flkit.run {source.relative_to(run.REPO)}` to create {executed}"
     a, b = nbformat.read(source, as_version=4), nbformat.read(executed, as_version=4)
     assert _code(a) == _code(b), f"{executed} is stale: re-execute it from its source"
+    plots = any("plt." in src or "plots." in src for src in _code(a))
+    images = sum("image/png" in o.get("data", {}) for c in b.cells for o in c.get("outputs", []))
+    assert images or not plots, f"{executed}: the notebook plots but its executed copy holds no figure"
     profile = b.metadata.get("flkit", {}).get("parameters", {}).get("profile")
     assert profile in ("paper", "reduced"), f"{executed} was executed with profile={profile!r}, not for the book"
 
