@@ -1,0 +1,336 @@
+"""Fed-CVaR-Avg (document 003): objective, reduction to FedAvg, RAM, data split, vectorization."""
+from __future__ import annotations
+
+import math
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+
+from flkit import cvar, engine, models, partition
+from flkit.participation import random_access_indices
+from flkit.seeding import rng, torch_gen
+
+SEED_TEXT = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "003_ce09a95ff8b2cbd0.txt"
+
+# MNIST / Fashion-MNIST training-set class counts (the real label vectors' histograms)
+MNIST_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+FMNIST_COUNTS = [6000] * 10
+
+
+# ---------------------------------------------------------------------------------------- objective
+def _literal_G(f, t, alpha, gamma):
+    return (1 - gamma) * (t + torch.relu(f - t) / alpha) + gamma * f
+
+
+@pytest.mark.parametrize("f,t,alpha,gamma", [(2.3, 0.0, 0.3, 0.3), (0.5, 1.2, 0.3, 0.3), (1.0, 0.4, 0.1, 0.0),
+                                             (0.7, 0.2, 1.0, 0.3), (0.7, 0.2, 0.2, 1.0), (0.1, 0.9, 0.1, 0.1)])
+def test_objective_value_and_gradient_by_hand(f, t, alpha, gamma):
+    above = f > t
+    G_hand = (1 - gamma) * (t + max(f - t, 0.0) / alpha) + gamma * f
+    dG_df = (1 - gamma) / alpha * above + gamma
+    dG_dt = (1 - gamma) * (1 - above / alpha)
+    assert cvar.G(f, t, alpha, gamma) == pytest.approx(G_hand, abs=1e-12)
+    assert cvar.grad_G(f, t, alpha, gamma) == pytest.approx((dG_df, dG_dt), abs=1e-12)
+    # tensors: value of cvar_loss, autograd of the literal formula and of cvar_loss all agree
+    for fn in (_literal_G, cvar.cvar_loss):
+        ft = torch.tensor(f, dtype=torch.float64, requires_grad=True)
+        tt = torch.tensor(t, dtype=torch.float64, requires_grad=True)
+        val = fn(ft, tt, alpha, gamma)
+        gf, gt = torch.autograd.grad(val, [ft, tt])
+        assert float(val.detach()) == pytest.approx(G_hand, abs=1e-12)
+        assert (float(gf), float(gt)) == pytest.approx((dG_df, dG_dt), abs=1e-12)
+
+
+def test_theta_gradient_is_weighted_loss_gradient():
+    """grad_theta G = ((1-gamma)/alpha 1[F_b > t] + gamma) grad_theta F_b on a real minibatch."""
+    torch.manual_seed(0)
+    net = torch.nn.Linear(5, 3)
+    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
+    for t0, alpha, gamma in [(0.0, 0.3, 0.3), (5.0, 0.3, 0.3), (0.0, 0.1, 0.0)]:
+        t = torch.tensor(t0, requires_grad=True)
+        f = engine.cross_entropy(net(x), y)
+        g_f = torch.autograd.grad(f, list(net.parameters()), retain_graph=True)
+        c = (1 - gamma) / alpha * (float(f.detach()) > t0) + gamma
+        p = {"t": t, "alpha": torch.tensor(alpha), "gamma": torch.tensor(gamma)}
+        for G in (lambda: cvar.cvar_loss(engine.cross_entropy(net(x), y), t, alpha, gamma),
+                  lambda: _literal_G(engine.cross_entropy(net(x), y), t, alpha, gamma),
+                  lambda: cvar.objective(net(x), y, p)):
+            g_G = torch.autograd.grad(G(), list(net.parameters()) + [t])
+            for a, b in zip(g_G[:-1], g_f):
+                torch.testing.assert_close(a, c * b)
+            assert float(g_G[-1]) == pytest.approx((1 - gamma) * (1 - (float(f.detach()) > t0) / alpha))
+
+
+def test_cvar_at_level_one_is_the_mean_and_tends_to_the_max():
+    """(3): min_t t + E[(Z - t)_+]/alpha is E[Z] at alpha = 1 and approaches max Z for small alpha."""
+    z, p = np.array([0.2, 1.0, 3.0]), np.array([0.5, 0.4, 0.1])
+    ts = np.linspace(-1, 4, 50001)
+    cvar_at = lambda a: min(t + (p * np.maximum(z - t, 0)).sum() / a for t in ts[::10])  # noqa: E731
+    assert cvar_at(1.0) == pytest.approx((p * z).sum(), abs=1e-3)
+    assert cvar_at(0.1) == pytest.approx(3.0, abs=1e-3)
+    assert cvar_at(0.3) == pytest.approx((0.1 * 3.0 + 0.2 * 1.0) / 0.3, abs=1e-3)
+
+
+# ------------------------------------------------------------------------------------ FedAvg reduction
+def _toy(K=4, n=300, d=6, C=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x, y = torch.randn(n, d, generator=g), torch.randint(0, C, (n,), generator=g)
+    parts = [partition.iid(y, K, seed=s) for s in range(3)]
+    model = torch.nn.Sequential(torch.nn.Linear(d, 16), torch.nn.ReLU(), torch.nn.Linear(16, C))
+    return x, y, parts, model
+
+
+def test_coefficient_of_risk_neutral_runs_is_exactly_one():
+    """(1 - gamma)/1 + gamma == 1 in float32 for every float32 gamma in [0, 1] (here: a dense grid)."""
+    g = torch.cat([torch.linspace(0, 1, 100_001), torch.rand(100_000, generator=torch.Generator().manual_seed(0))])
+    one = torch.ones((), dtype=torch.float32)
+    assert torch.all((1 - g) / one + g == 1)
+
+
+def test_reduces_to_fedavg_exactly():
+    """alpha = 1 (any gamma) and gamma = 1 (any alpha): bit-identical to FedAvg with the same seeds."""
+    x, y, parts, model = _toy()
+    cells = [(1.0, 0.3), (1.0, 0.0), (0.3, 1.0), (0.1, 1.0), (1.0, 1.0), (0.3, 0.3)]
+    M = len(cells)
+    users = cvar.Users.from_partitions([parts[0]] * M)
+    theta0 = engine.stack(model, 1, torch_gen(0, "init"))
+    theta0 = {k: v.repeat(M, *[1] * (v.dim() - 1)) for k, v in theta0.items()}
+    state = cvar.init(theta0, [a for a, _ in cells], [g for _, g in cells])
+    fedavg = {k: v.clone() for k, v in theta0.items()}
+    ram = random_access_indices([0.4, 0.3, 0.2, 0.1], 5, seed=0)
+    for n, user in enumerate(ram):
+        sel = torch.full((M,), int(user))
+        gens = lambda: [torch_gen(0, f"batch/{n}") for _ in range(M)]  # noqa: E731
+        state, diag = cvar.round(state, model, x, y, users, sel, lr_theta=0.1, lr_t=0.05, epochs=2,
+                                 batch_size=32, generators=gens())
+        pool, size = users.relayed(sel)
+        batches, steps = cvar.make_batches(pool, size, 2, 32, gens())
+        fedavg, _ = engine.local_train(model, fedavg, x, y, batches, lr=0.1, steps=steps)  # default objective
+    for m, (a, g) in enumerate(cells[:-1]):
+        for k in fedavg:
+            assert torch.equal(state.params[k][m], fedavg[k][m]), (a, g, k)
+        assert float(state.t[m]) == 0.0
+    assert float(state.t[-1]) != 0.0  # the risk-aware run moved its threshold ...
+    assert not torch.equal(state.params["0.weight"][-1], fedavg["0.weight"][-1])  # ... and its model
+
+
+# --------------------------------------------------------------------------------------------- RAM
+@pytest.mark.parametrize("rho", [cvar.RHO_FIG2_K3, cvar.rho_table1(0), cvar.rho_fig2_k30()],
+                         ids=["fig2-k3", "table1", "fig2-k30"])
+def test_ram_draws_follow_rho(rho):
+    rho = np.asarray(rho)
+    T = 200_000
+    idx = random_access_indices(rho, T, seed=3)
+    counts = np.bincount(idx, minlength=len(rho))
+    chi2, p = stats.chisquare(counts, T * rho)
+    assert p > 1e-4, (chi2, p)
+    # and each frequency within 5 binomial standard deviations
+    sd = np.sqrt(T * rho * (1 - rho))
+    assert np.all(np.abs(counts - T * rho) < 5 * sd)
+    # i.i.d. across rounds: the pair (I_n, I_{n+1}) is independent
+    pairs = np.zeros((len(rho), len(rho)))
+    np.add.at(pairs, (idx[:-1], idx[1:]), 1)
+    if len(rho) == 3:
+        assert stats.chi2_contingency(pairs)[1] > 1e-4
+
+
+def test_ram_distributions():
+    r = cvar.rho_table1(0)
+    assert r.shape == (30,) and r.sum() == pytest.approx(1, abs=1e-12)
+    assert np.all(np.diff(r) <= 0) and tuple(r[-3:]) == cvar.TABLE1_RARE_RHO
+    # the 27 frequent users: the top 27 of 30 uniforms, rescaled, from the first draw whose smallest
+    # kept value is >= 0.0107 (seed 0: the fifth draw of its stream)
+    g = rng(0, "ram")
+    for draw in range(1, 100):
+        u = np.sort(g.random(30))[::-1][:27]
+        if u[-1] / u.sum() * (1 - 0.0238) >= 0.0107:
+            break
+    assert draw == 5
+    np.testing.assert_allclose(r[:27], u / u.sum() * (1 - 0.0238))
+    k30 = cvar.rho_fig2_k30()
+    assert k30.shape == (30,) and k30.sum() == pytest.approx(1, abs=1e-12) and np.all(np.diff(k30) < 0)
+    assert k30[-6:].sum() == pytest.approx(0.075, abs=1e-9)
+    assert k30[0] == pytest.approx(0.0735, abs=1e-9) and k30[-1] == pytest.approx(0.0053, abs=1e-9)
+
+
+# ------------------------------------------------------------------------------------------ split
+@pytest.mark.parametrize("counts", [MNIST_COUNTS, FMNIST_COUNTS], ids=["mnist", "fmnist"])
+@pytest.mark.parametrize("r,rare", [(0.9, [9]), (0.8, [8, 9])])
+def test_rare_user_split(counts, r, rare):
+    labels = np.repeat(np.arange(10), counts)
+    rng(1, "shuffle").shuffle(labels)
+    p = partition.rare_users(labels, 30, 0.9, r, seed=0)
+    common = [c for c in range(10) if c not in rare]
+    assert p.num_clients == 30
+    assert np.all(p.counts[27:, common] == 0) and np.all(p.counts[:27][:, rare] == 0)
+    assert np.all(p.counts[27:, rare] > 0) and np.all(p.counts[:27][:, common] > 0)
+    # every sample exactly once
+    allidx = np.concatenate(p.indices)
+    assert len(allidx) == len(labels) and len(np.unique(allidx)) == len(labels)
+    # evenly split within each group (per class, up to one sample)
+    for users, cls in ((slice(0, 27), common), (slice(27, 30), rare)):
+        sub = p.counts[users][:, cls]
+        assert np.all(sub.max(0) - sub.min(0) <= 1)
+    n_rare = sum(counts[c] for c in rare)
+    assert p.sizes[27:].sum() == n_rare
+    assert abs(p.sizes[27:].mean() - n_rare / 3) < 1
+    assert abs(p.sizes[:27].mean() - (sum(counts) - n_rare) / 27) < 1
+    if counts == MNIST_COUNTS and r == 0.9:
+        assert sorted(p.sizes[27:]) == [1983, 1983, 1983]  # 5949 nines / 3
+        assert p.sizes[:27].sum() == 54051 and p.sizes[:27].max() - p.sizes[:27].min() <= 9
+
+
+# ---------------------------------------------------------------------------------- vectorization
+def test_make_batches_are_epochs_of_each_users_data():
+    pool = torch.tensor([[10, 11, 12, 13, 14, 15, 16], [20, 21, 22, 20, 20, 20, 20]])
+    n = torch.tensor([7, 3])
+    gens = [torch_gen(s, "batch/0") for s in (0, 1)]
+    b, steps = cvar.make_batches(pool, n, 2, 3, gens)
+    assert steps.tolist() == [6, 2] and b.shape == (2, 6, 3)
+    for m in range(2):
+        spe = steps[m] // 2
+        for h in range(2):
+            ep = b[m, h * spe:(h + 1) * spe].reshape(-1)
+            ep = ep[ep >= 0]
+            assert sorted(ep.tolist()) == sorted(pool[m, : n[m]].tolist())
+    # a run's batches do not depend on the other runs of the batch
+    alone, _ = cvar.make_batches(pool[1:], n[1:], 2, 3, [torch_gen(1, "batch/0")])
+    assert torch.equal(alone[0], b[1, : steps[1]])
+
+
+def _smoke_2d(**kw):
+    s = cvar.settings("synthetic_2d", "smoke", panels=["b"], rounds=6, authors_model_seeds=[], **kw)
+    return cvar.run_configs(s)
+
+
+def test_vectorized_runs_equal_separate_runs():
+    """M runs in one stacked computation == each run alone == the engine's vectorized path == its
+    sequential reference loop."""
+    cfgs = _smoke_2d(seeds=[0, 1])
+    assert len(cfgs) == 4 and len({(c["alpha"], c["seed"]) for c in cfgs}) == 4
+    together = cvar.run_batch(cfgs, "cpu", progress=False, log=lambda _: None)
+    for c, tab in zip(cfgs, together):
+        alone = cvar.run_batch([c], "cpu", progress=False, log=lambda _: None)[0]
+        pd.testing.assert_frame_equal(tab[["round", "metric", "class", "name"]], alone[["round", "metric", "class", "name"]])
+        np.testing.assert_allclose(tab["value"], alone["value"], rtol=1e-5, atol=1e-6)
+    engine_path = cvar.run_batch(cfgs, "cpu", progress=False, fast=False, log=lambda _: None)
+    seq = cvar.run_batch(cfgs[:2], "cpu", progress=False, fast=False, vectorized=False, log=lambda _: None)
+    for a, b in zip(together, engine_path):
+        np.testing.assert_allclose(a["value"], b["value"], rtol=1e-4, atol=1e-5)
+    for a, b in zip(together[:2], seq):
+        np.testing.assert_allclose(a["value"], b["value"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["cvar_2d", "cvar_mlp", "cvar_lenet"])
+def test_fast_path_equals_the_engine(name):
+    """FastLocalSGD (batched objective, in-place SGD; CUDA graphs on a GPU) == cvar.round's engine path."""
+    shape, C = ((2,), 3) if name == "cvar_2d" else ((1, 28, 28), 10)
+    model = models.build(name, num_classes=3) if name == "cvar_2d" else models.build(name)
+    g = torch.Generator().manual_seed(0)
+    N, M, B = 400, 4, 32
+    x, y = torch.rand(N, *shape, generator=g), torch.randint(0, C, (N,), generator=g)
+    state = cvar.init(engine.stack(model, M, torch_gen(0, "init")), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
+    users = cvar.Users(torch.stack([torch.randperm(N, generator=g)[:100] for _ in range(M)])[:, None],
+                       torch.tensor([[100], [70], [33], [9]]))
+    fast = cvar.FastLocalSGD(model, state.params, x, y, B, 0.05, 0.01)
+    for n in range(2):
+        gens = lambda: [torch_gen(m, f"batch/{n}") for m in range(M)]  # noqa: E731
+        sel = torch.zeros(M, dtype=torch.long)
+        state, _ = cvar.round(state, model, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=B,
+                              generators=gens())
+        fast.train(*cvar.make_batches(*users.relayed(sel), 2, B, gens()))
+    for k in state.params:
+        torch.testing.assert_close(fast.P[k], state.params[k], rtol=1e-5, atol=1e-6)
+    assert torch.equal(fast.P["t"], state.params["t"])
+
+
+def test_run_batch_fast_path_agrees(tmp_path):
+    cfgs = _smoke_2d(seeds=[0])
+    ref = cvar.run_batch(cfgs, "cpu", progress=False, fast=False, log=lambda _: None)
+    out = cvar.run_batch(cfgs, "cpu", progress=False, fast=True, log=lambda _: None)
+    for a, b in zip(ref, out):
+        np.testing.assert_allclose(a["value"], b["value"], rtol=1e-4, atol=1e-5)
+    with pytest.raises(cvar.Deadline):  # and the fast path resumes exactly too
+        cvar.run_batch(cfgs, "cpu", progress=False, fast=True, checkpoint_dir=tmp_path, deadline=time.time() + 0.5,
+                       log=lambda _: None)
+    resumed = cvar.run_batch(cfgs, "cpu", progress=False, fast=True, checkpoint_dir=tmp_path, log=lambda _: None)
+    for a, b in zip(out, resumed):
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_resume_from_checkpoint_is_exact(tmp_path):
+    cfgs = _smoke_2d(seeds=[0])
+    ref = cvar.run_batch(cfgs, "cpu", progress=False, fast=False, log=lambda _: None)
+    with pytest.raises(cvar.Deadline):
+        cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, deadline=time.time() + 0.5,
+                       fast=False, log=lambda _: None)
+    assert list(tmp_path.glob("batch-*.pt"))
+    out = cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, fast=False, log=lambda _: None)
+    for a, b in zip(ref, out):
+        pd.testing.assert_frame_equal(a, b)
+    assert not list(tmp_path.glob("batch-*.pt"))
+
+
+# -------------------------------------------------------------------------------------- settings
+def test_settings_overrides_win_and_label_reduced_runs():
+    s = cvar.settings("mnist", "paper")
+    assert s["label"] == "" and s["rounds"] == 4000 and s["seeds"] == [0, 1, 2, 3, 4]
+    s = cvar.settings("mnist", "paper", rounds=500)
+    assert s["rounds"] == 500 and s["label"].startswith("REDUCED") and "rounds=500" in s["label"]
+    s = cvar.settings("fmnist", "reduced", seeds=[0, 1, 2, 3, 4], rounds=6000)
+    assert s["label"] == ""  # overrides that restore the document's setting make it the paper setting
+    assert cvar.settings("fmnist", "smoke")["label"].startswith("SMOKE")
+    with pytest.raises(ValueError, match="unknown setting"):
+        cvar.settings("mnist", "paper", round=3)
+
+
+def test_table1_configs_share_the_fedavg_run():
+    cfgs = cvar.run_configs(cvar.settings("fmnist", "paper"))
+    cells = {(c["alpha"], c["gamma"]) for c in cfgs}
+    assert len(cells) == 1 + 4 * 3 and (1.0, 1.0) in cells and len(cfgs) == 13 * 5
+    assert all(c["pattern_frac"] == 0.8 and c["rounds"] == 6000 and c["epochs"] == 20 for c in cfgs)
+
+
+@pytest.mark.skipif(not SEED_TEXT.is_file(), reason="seed document not available")
+def test_table1_reference_matches_the_seed_text():
+    text = SEED_TEXT.read_text()
+    block = text[text.index("𝜸=0.0"):text.index("Table 1:")]
+    rows = re.split(r"𝜸=(\d\.\d)", block)[1:]
+    ref = cvar.table1_reference().set_index(["gamma", "alpha", "quantity"])
+    for g, body in zip(rows[0::2], rows[1::2]):
+        means = re.findall(r"(\d{2}\.\d{3})\1", body)
+        sds = re.findall(r"±(\d\.\d{3})plus-or-minus", body)
+        assert len(means) == 12 and len(sds) == 12, g
+        for i, (mean, sd) in enumerate(zip(means, sds)):
+            a, q = cvar.TABLE1_ALPHAS[i // 3], cvar.QUANTITIES[i % 3]
+            assert ref.loc[(float(g), a, q), "value"] == float(mean)
+            assert ref.loc[(float(g), a, q), "sd"] == float(sd)
+
+
+def test_table1_analysis_on_a_made_up_result():
+    """table1_ours maps the risk-neutral cells to the FedAvg run; the comparison and the claims read it."""
+    rows = []
+    cells = [(1.0, 1.0)] + [(a, g) for g in (0.0, 0.1, 0.2, 0.3) for a in (0.3, 0.2, 0.1)]
+    for a, g in cells:
+        for seed in range(3):
+            key = f"{a}-{g}-{seed}"
+            base = 0.84 if (a, g) == (1.0, 1.0) else 0.86 + (0.01 if (a, g) == (0.1, 0.1) else 0.0)
+            for metric, cls, v in (("test_acc", -1, base), ("test_acc_class", 8, base + 0.02),
+                                   ("test_acc_class", 9, 0.6 if a == 1 else 0.72)):
+                rows.append(dict(run_key=key, alpha=a, gamma=g, seed=seed, method=cvar._method(a, g), rounds=50,
+                                 round=50, metric=metric, **{"class": cls}, value=v + 0.001 * seed))
+    ours = cvar.table1_ours(pd.DataFrame(rows))
+    assert len(ours) == 20 * 3 * 3
+    fed = ours[(ours["alpha"] == 1.0) | (ours["gamma"] == 1.0)]
+    assert fed.groupby(["quantity", "seed"])["value"].nunique().eq(1).all()  # nine identical cells
+    cmp = cvar.table1_compare(ours)
+    assert len(cmp) == 60 and cmp["n"].eq(3).all()
+    np.testing.assert_allclose(cmp["difference"], cmp["ours"] - cmp["document"])
+    check = cvar.confirm_table1(ours).set_index("claim")["confirmed"]
+    assert check.iloc[0] and check.iloc[1] and check.iloc[2] and check.iloc[3] and check.iloc[4]
