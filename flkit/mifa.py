@@ -1,0 +1,1109 @@
+r"""MIFA, unbiased MIFA (U-MIFA) and their momentum variants: the update rules of document 002.
+
+Notation (document 002). n clients, client i is active in round t with probability :math:`p_i`;
+:math:`\mathcal A(t)` is the set of active clients. Client i trains :math:`\tau` local steps from
+:math:`w_t` and sends the lr-normalised update
+
+.. math:: \Delta w_t^{(i)} = \tfrac1\eta\,(w_t - w_{t,\tau}^{(i)})
+
+(with :math:`\tau = 1` local gradient step, :math:`\Delta w_t^{(i)} = \nabla f_i(w_t)`). The server forms
+an aggregate :math:`G_t` and steps :math:`w_{t+1} = w_t - \eta G_t` (momentum variants:
+:math:`v_t = \beta v_{t-1} + G_t`, :math:`w_t = w_{t-1} - \eta v_t`).
+
+=====================  =========================================================================  =========
+method                 aggregate :math:`G_t`                                                       memory
+=====================  =========================================================================  =========
+``fedavg_is``          :math:`\frac1n\sum_{i\in\mathcal A(t)} \Delta_i / p_i` (unbiased)            none
+``fedavg``             mean of :math:`\Delta_i` over :math:`\mathcal A(t)` (biased; 0 if empty)     none
+``mifa``               :math:`\frac1n\sum_i G^{(i)}`, :math:`G^{(i)}\leftarrow\Delta_i` if active    n x d
+``umifa``              :math:`G^{(i)}\leftarrow \Delta_i/p_i-(1/p_i-1)G^{(i)}` if active (as written) n x d
+``mifam`` / ``umifam``  the same two rules with heavy-ball momentum :math:`\beta`                   n x d (+d)
+``umifa_saga``         SAGA form: :math:`G_t=\frac1n\sum_i\big[y_i+\frac{1_{i\in\mathcal A}}{p_i}
+                       (\Delta_i-y_i)\big]`, then :math:`y_i\leftarrow\Delta_i` if active             n x d
+``umifam_saga``        ``umifa_saga`` with momentum                                                  n x d (+d)
+``fedgd``              mean over all n clients (full participation)                                 none
+``fedpgd``             mean over b clients drawn uniformly without replacement                      none
+=====================  =========================================================================  =========
+
+Memory. Every MIFA-type method keeps one stored update per client on the server: an (n, d) table
+per run (here an (R, n, d) tensor for R runs side by side), i.e. as many floats as n copies of the
+model. FedAvg, FedGD and FedPGD keep none.
+
+Where we depart from (or add to) the document, and why
+  * ``umifa`` is the document's rule read literally: the *stored* entry is the unbiased estimate
+    itself. Then, for an active client, :math:`G_t^{(i)} - \Delta_t^{(i)} = (1 - 1/p_i)(G_{t-1}^{(i)} -
+    \Delta_t^{(i)})`; for :math:`p_i < 1/2` the factor exceeds 1 in modulus and the stored entries grow
+    geometrically (we measure it). ``umifa_saga`` keeps the same unbiased per-client estimate but stores
+    the raw update (SAGA; the document's own complexity table is titled "SAGA/U-MIFA"). Both are shown.
+  * Memory starts at zero and the run starts at once (the authors' ``fdu_no_wait``; their ``fdu`` waits
+    until every client was seen once, configs.md 4.1).
+  * An empty round (no active client) leaves w unchanged for ``fedavg``; MIFA-type methods still step with
+    their stored table (momentum methods with their buffer).
+
+Everything is batched: R independent runs (seeds x step sizes x ...) are rows of one tensor, and all
+methods of a comparison advance in lock-step through :func:`simulate`, which draws one update per
+(run, active client) for all methods at once (on MNIST, one matrix product serves all methods' models).
+:func:`step` is the dense reference (O(n d) per round); :func:`step_sparse` gives the same numbers from
+the active clients' updates only (O(|A(t)| d)) and is what :func:`simulate` uses on MNIST. Everything
+runs on the CPU (the problems are small): the notebooks' ``device`` parameter is accepted and not used.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from flkit import participation
+from flkit.seeding import rng, torch_gen
+
+__all__ = [
+    "Method", "METHODS", "LABELS", "State", "init", "aggregate", "step", "step_sparse",
+    "fedavg_is_rule", "fedavg_rule", "mifa_rule", "umifa_rule", "saga_rule",
+    "QuadraticTask", "quadratic_task", "symmetric_quadratic", "SoftmaxTask", "softmax_task",
+    "bernoulli_masks", "uniform_k_masks", "simulate", "Result",
+    "umifa_growth_rate", "fit_slope", "PALETTE", "plot_curves", "summary",
+    "error_floor", "one_round_monte_carlo", "table_error_growth", "step_size_sweep", "rounds_to_epsilon",
+]
+
+
+# ================================================================================================
+# update rules: pure functions of (stored table, updates, active mask, p)
+# shapes: memory / delta (R, n, d); active (R, n) bool; p broadcastable to (R, n)
+# ================================================================================================
+def _p(p, like: Tensor) -> Tensor:
+    """p as a (R, n, 1) tensor of the dtype of `like` (accepts float, (n,), (R, n))."""
+    p = torch.as_tensor(p, dtype=like.dtype, device=like.device)
+    while p.dim() < 2:
+        p = p.unsqueeze(0)
+    return p.expand(like.shape[0], like.shape[1]).unsqueeze(-1)
+
+
+def fedavg_is_rule(delta: Tensor, active: Tensor, p) -> Tensor:
+    r"""FedAvg with importance sampling (unbiased): :math:`G_t = \frac1n\sum_{i\in\mathcal A(t)}
+    \Delta w_t^{(i)}/p_i`. Returns G_t (R, d)."""
+    a = active.unsqueeze(-1)
+    return torch.where(a, delta / _p(p, delta), torch.zeros((), dtype=delta.dtype)).sum(1) / delta.shape[1]
+
+
+def fedavg_rule(delta: Tensor, active: Tensor) -> Tensor:
+    r"""FedAvg over the participating clients (biased under unequal :math:`p_i`):
+    :math:`G_t = \frac{1}{|\mathcal A(t)|}\sum_{i\in\mathcal A(t)} \Delta w_t^{(i)}`, and
+    :math:`G_t = 0` when :math:`\mathcal A(t)=\emptyset`. With all clients active this is FedGD; with b
+    clients drawn without replacement, FedPGD."""
+    a = active.unsqueeze(-1)
+    s = torch.where(a, delta, torch.zeros((), dtype=delta.dtype)).sum(1)
+    return s / active.sum(1, keepdim=True).clamp(min=1).to(delta.dtype)
+
+
+def mifa_rule(memory: Tensor, delta: Tensor, active: Tensor) -> tuple[Tensor, Tensor]:
+    r"""MIFA: :math:`G_t^{(i)} = \Delta w_t^{(i)}` if :math:`i\in\mathcal A(t)`, else
+    :math:`G_{t-1}^{(i)}`; :math:`G_t = \frac1n\sum_{i\in[n]} G_t^{(i)}`.
+    Returns (G_t (R, d), new table (R, n, d)). The table is the n x d memory."""
+    memory = torch.where(active.unsqueeze(-1), delta, memory)
+    return memory.mean(1), memory
+
+
+def umifa_rule(memory: Tensor, delta: Tensor, active: Tensor, p) -> tuple[Tensor, Tensor]:
+    r"""U-MIFA as written in document 002: if :math:`i\in\mathcal A(t)`,
+    :math:`G_t^{(i)} = \frac1{p_i}\Delta w_t^{(i)} - (\frac1{p_i}-1)G_{t-1}^{(i)}`, else
+    :math:`G_{t-1}^{(i)}`; :math:`G_t = \frac1n\sum_i G_t^{(i)}`. Conditionally on the past,
+    :math:`\mathbb E[G_t^{(i)}] = \Delta w_t^{(i)}`. Returns (G_t, new table)."""
+    pp = _p(p, delta)
+    new = delta / pp - (1.0 / pp - 1.0) * memory
+    memory = torch.where(active.unsqueeze(-1), new, memory)
+    return memory.mean(1), memory
+
+
+def saga_rule(memory: Tensor, delta: Tensor, active: Tensor, p) -> tuple[Tensor, Tensor]:
+    r"""U-MIFA in SAGA form: the table holds the last raw update :math:`y_i` of each client, the
+    aggregate uses the same unbiased per-client estimate as U-MIFA,
+    :math:`\hat G_t^{(i)} = y_i + \frac{1_{i\in\mathcal A(t)}}{p_i}(\Delta w_t^{(i)} - y_i)`,
+    :math:`G_t = \frac1n\sum_i \hat G_t^{(i)}`, and then :math:`y_i \leftarrow \Delta w_t^{(i)}` for
+    active i. With b clients drawn without replacement and :math:`p_i=b/n` this is minibatch SAGA."""
+    a = active.unsqueeze(-1)
+    corr = torch.where(a, (delta - memory) / _p(p, delta), torch.zeros((), dtype=delta.dtype))
+    g = (memory + corr).mean(1)
+    return g, torch.where(a, delta, memory)
+
+
+# ================================================================================================
+# methods: State, init, step (FedJAX-like shape)
+# ================================================================================================
+@dataclass(frozen=True)
+class Method:
+    """A method of document 002: its aggregation rule, momentum, and own participation (if any).
+
+    rule: "is" | "active" | "mifa" | "umifa" | "saga". participation: None = the experiment's mask
+    (the same clients on the same rounds for every method); "full" = every client every round (FedGD);
+    "uniform_k" = b clients uniformly without replacement (FedPGD)."""
+    name: str
+    label: str
+    rule: str
+    momentum: bool = False
+    participation: str | None = None
+
+    @property
+    def memory(self) -> bool:
+        """True when the server keeps one stored update per client (n x d floats per run)."""
+        return self.rule in ("mifa", "umifa", "saga")
+
+
+METHODS: dict[str, Method] = {m.name: m for m in (
+    Method("fedavg_is", "FedAvg (unbiased, IS)", "is"),
+    Method("fedavg", "FedAvg (active clients)", "active"),
+    Method("mifa", "MIFA", "mifa"),
+    Method("umifa", "U-MIFA", "umifa"),
+    Method("mifam", "MIFAm", "mifa", momentum=True),
+    Method("umifam", "U-MIFAm", "umifa", momentum=True),
+    Method("umifa_saga", "U-MIFA (SAGA memory)", "saga"),
+    Method("umifam_saga", "U-MIFAm (SAGA memory)", "saga", momentum=True),
+    Method("fedgd", "FedGD (all clients)", "active", participation="full"),
+    Method("fedpgd", "FedPGD (b clients)", "active", participation="uniform_k"),
+)}
+LABELS = {k: m.label for k, m in METHODS.items()}
+
+
+def _method(method) -> Method:
+    if isinstance(method, Method):
+        return method
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+    return METHODS[method]
+
+
+@dataclass
+class State:
+    r"""Server state of R runs of one method.
+
+    w: (R, d) global model :math:`w_t`; memory: (R, n, d) stored per-client updates :math:`G^{(i)}`
+    (MIFA, U-MIFA) or :math:`y_i` (SAGA form), None for memory-less methods; v: (R, d) momentum buffer
+    :math:`v_t` (None without momentum); round: t; memory_sum: the table summed over clients, maintained by
+    :func:`step_sparse` (None otherwise)."""
+    w: Tensor
+    memory: Tensor | None = None
+    v: Tensor | None = None
+    round: int = 0
+    memory_sum: Tensor | None = None    # (R, d) running sum of the table, kept by `step_sparse`
+
+
+def init(method, w0: Tensor, num_clients: int) -> State:
+    """Initial state: w = w0 (R, d); zero table for MIFA-type methods (authors' ``fdu_no_wait``); v = 0."""
+    m = _method(method)
+    w0 = torch.as_tensor(w0)
+    if w0.dim() != 2:
+        raise ValueError(f"w0 must be (R, d) (one row per run), got shape {tuple(w0.shape)}")
+    mem = w0.new_zeros(w0.shape[0], num_clients, w0.shape[1]) if m.memory else None
+    v = torch.zeros_like(w0) if m.momentum else None
+    return State(w=w0.clone(), memory=mem, v=v, round=0)
+
+
+def aggregate(method, memory: Tensor | None, delta: Tensor, active: Tensor, p) -> tuple[Tensor, Tensor | None]:
+    """G_t and the new table for one round: dispatch to the method's rule."""
+    m = _method(method)
+    if m.rule == "is":
+        return fedavg_is_rule(delta, active, p), None
+    if m.rule == "active":
+        return fedavg_rule(delta, active), None
+    if m.rule == "mifa":
+        return mifa_rule(memory, delta, active)
+    if m.rule == "umifa":
+        return umifa_rule(memory, delta, active, p)
+    if m.rule == "saga":
+        return saga_rule(memory, delta, active, p)
+    raise ValueError(f"unknown rule {m.rule!r}")
+
+
+def step(method, state: State, delta: Tensor, active: Tensor, *, eta, p=None, beta=0.0) -> tuple[State, dict]:
+    r"""One server round: :math:`G_t` from the rule, then :math:`w_{t+1} = w_t - \eta G_t`, or with
+    momentum :math:`v_t = \beta v_{t-1} + G_t`, :math:`w_{t+1} = w_t - \eta v_t`.
+
+    delta: (R, n, d) updates :math:`\Delta w_t^{(i)}` (entries of inactive clients are ignored);
+    active: (R, n) bool; eta: float or (R,); p: the :math:`p_i` known to the server (float, (n,) or
+    (R, n)), needed by ``fedavg_is``, ``umifa`` and ``saga``; beta: float or (R,).
+    Returns (new state, diagnostics {"G_norm2": (R,), "active": (R,)})."""
+    m = _method(method)
+    if m.rule in ("is", "umifa", "saga") and p is None:
+        raise ValueError(f"{m.name} needs the participation probabilities p")
+    g, memory = aggregate(m, state.memory, delta, active, p)
+    eta_t = torch.as_tensor(eta, dtype=g.dtype, device=g.device)
+    eta_t = eta_t.unsqueeze(-1) if eta_t.dim() == 1 else eta_t
+    v = None
+    if m.momentum:
+        b = torch.as_tensor(beta, dtype=g.dtype, device=g.device)
+        b = b.unsqueeze(-1) if b.dim() == 1 else b
+        v = b * state.v + g
+        w = state.w - eta_t * v
+    else:
+        w = state.w - eta_t * g
+    diag = {"G_norm2": (g * g).sum(-1), "active": active.sum(1)}
+    return State(w=w, memory=memory, v=v, round=state.round + 1), diag
+
+
+def step_sparse(method, state: State, rows: Tensor, cols: Tensor, values: Tensor, *, eta, p=None, beta=0.0,
+                resync: bool = False) -> tuple[State, dict]:
+    r"""The same round as :func:`step`, given only the updates of the active (run, client) pairs:
+    rows, cols (K,) and values (K, d). A round costs O(K d) instead of O(n d): MIFA-type methods update
+    their table **in place** and keep its sum over clients in ``state.memory_sum`` (recomputed from the
+    table when ``resync`` or missing, to stop rounding errors from accumulating). ``p`` is (R, n)."""
+    m = _method(method)
+    R, d = state.w.shape
+    dt = state.w.dtype
+    if m.rule in ("is", "umifa", "saga") and p is None:
+        raise ValueError(f"{m.name} needs the participation probabilities p")
+    pk = torch.as_tensor(p, dtype=dt)[rows, cols].unsqueeze(-1) if p is not None else None
+    memory, msum = state.memory, state.memory_sum
+    if m.rule == "is":
+        g = torch.zeros(R, d, dtype=dt).index_add_(0, rows, values / pk) / torch.as_tensor(p).shape[-1]
+    elif m.rule == "active":
+        cnt = torch.bincount(rows, minlength=R).clamp(min=1).to(dt).unsqueeze(-1)
+        g = torch.zeros(R, d, dtype=dt).index_add_(0, rows, values) / cnt
+    else:
+        n = memory.shape[1]
+        if msum is None or resync:
+            msum = memory.sum(1)
+        old = memory[rows, cols]
+        if m.rule == "saga":
+            g = (msum + torch.zeros(R, d, dtype=dt).index_add_(0, rows, (values - old) / pk)) / n
+            new = values
+        else:
+            new = values if m.rule == "mifa" else values / pk - (1.0 / pk - 1.0) * old
+        memory[rows, cols] = new
+        msum = msum.index_add(0, rows, new - old)
+        if m.rule != "saga":
+            g = msum / n
+    eta_t = torch.as_tensor(eta, dtype=dt)
+    eta_t = eta_t.unsqueeze(-1) if eta_t.dim() == 1 else eta_t
+    v = None
+    if m.momentum:
+        b = torch.as_tensor(beta, dtype=dt)
+        b = b.unsqueeze(-1) if b.dim() == 1 else b
+        v = b * state.v + g
+        w = state.w - eta_t * v
+    else:
+        w = state.w - eta_t * g
+    diag = {"G_norm2": (g * g).sum(-1), "active": torch.bincount(rows, minlength=R)}
+    return State(w=w, memory=memory, v=v, round=state.round + 1, memory_sum=msum), diag
+
+
+# ================================================================================================
+# problems
+# ================================================================================================
+def _psi(w: Tensor) -> Tensor:
+    return (w * w / (1 + w * w)).sum(-1)
+
+
+def _dpsi(w: Tensor) -> Tensor:
+    return 2 * w / (1 + w * w) ** 2
+
+
+@dataclass
+class QuadraticTask:
+    r"""Clients :math:`f_i(w) = \frac12 (w-b_i)^\top A_i (w-b_i) + \lambda \sum_j \frac{w_j^2}{1+w_j^2}`
+    (``problem`` = a :class:`flkit.datasets.QuadraticProblem` giving the diagonal A_i and b_i; lam > 0 adds
+    the non-convex term, whose second derivative lies in [-lam/2, 2 lam]), :math:`f = \frac1n\sum_i f_i`.
+
+    Local training = ``local_steps`` GD steps with the server's step size eta, in closed form per
+    coordinate (lam = 0): :math:`\Delta_i = \frac1\eta(1-(1-\eta A_i)^\tau)(w-b_i)`; with
+    ``local_steps=1``, :math:`\Delta_i = \nabla f_i(w)` (what the document's analysis uses)."""
+    problem: object
+    lam: float = 0.0
+    local_steps: int = 1
+
+    def __post_init__(self):
+        if self.local_steps < 1:
+            raise ValueError("local_steps must be >= 1")
+        if self.lam and self.local_steps != 1:
+            raise ValueError("the non-convex variant supports local_steps=1 only")
+        A, b = self.problem.A, self.problem.b
+        self._H = A.mean(0)                         # global Hessian (diagonal)
+        self._h = (A * b).mean(0)                   # grad f(w) = H w - h (+ lam psi'(w))
+        self._w_star = self.problem.w_star
+
+    @property
+    def n(self) -> int:
+        return self.problem.A.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.problem.A.shape[1]
+
+    @property
+    def L(self) -> float:
+        """Smoothness constant of every f_i (max curvature, + 2 lam for the non-convex term)."""
+        return float(self.problem.A.max()) + 2 * self.lam
+
+    @property
+    def f_star(self) -> float | None:
+        return float(self.problem.f_star) if self.lam == 0 else None
+
+    @property
+    def sigma_G2(self) -> float:
+        r"""sup over clients of :math:`\|\nabla f_i(w)-\nabla f(w)\|^2` when all A_i are equal (then it
+        does not depend on w); NaN otherwise."""
+        A = self.problem.A
+        if not torch.allclose(A, A[:1].expand_as(A)):
+            return float("nan")
+        d = A[0] * (self.problem.b - self.problem.b.mean(0))
+        return float((d * d).sum(-1).max())
+
+    def client_grads(self, w: Tensor) -> Tensor:
+        g = self.problem.client_grads(w)
+        if self.lam:
+            g = g + self.lam * _dpsi(w).unsqueeze(-2)
+        return g
+
+    def f(self, w: Tensor) -> Tensor:
+        v = self.problem.f(w)
+        return v + self.lam * _psi(w) if self.lam else v
+
+    def grad(self, w: Tensor) -> Tensor:
+        g = self._H * w - self._h
+        return g + self.lam * _dpsi(w) if self.lam else g
+
+    def updates(self, w: Tensor, active: Tensor, eta: Tensor, seeds=None, t: int = 0) -> Tensor:
+        """Delta for every (run, client): (B, n, d). `active`, `seeds`, `t` are not needed (deterministic)."""
+        if self.local_steps == 1:
+            return self.client_grads(w)
+        A, b = self.problem.A, self.problem.b
+        e = eta.reshape(-1, 1, 1).to(A.dtype)
+        factor = (1 - (1 - e * A) ** self.local_steps) / e
+        return factor * (w.unsqueeze(-2) - b)
+
+    def updates_sparse(self, w: Tensor, active: Tensor, eta, seeds=None, t: int = 0,
+                       groups: int = 1) -> tuple[Tensor, Tensor, Tensor]:
+        """The updates of the active clients only, in the layout of :meth:`SoftmaxTask.updates_sparse`:
+        pairs (P, 2) = (run, client) active in some block, block_active (groups, P), values (P, groups, d)."""
+        Bn, n = active.shape
+        R = Bn // groups
+        act = active.view(groups, R, n)
+        pairs = act.any(0).nonzero()
+        rr, ii = pairs[:, 0], pairs[:, 1]
+        W = w.view(groups, R, -1)[:, rr]                                  # (groups, P, d)
+        A, b = self.problem.A[ii], self.problem.b[ii]                     # (P, d)
+        if self.local_steps == 1:
+            vals = A * (W - b)
+            if self.lam:
+                vals = vals + self.lam * _dpsi(W)
+        else:
+            e = torch.as_tensor(eta, dtype=A.dtype).reshape(-1).expand(Bn).view(groups, R)[:, rr].unsqueeze(-1)
+            vals = (1 - (1 - e * A) ** self.local_steps) / e * (W - b)
+        return pairs, act[:, rr, ii], vals.transpose(0, 1)
+
+    def metrics(self, w: Tensor) -> dict[str, Tensor]:
+        g = self.grad(w)
+        out = {"grad_norm2": (g * g).sum(-1)}
+        if self.lam == 0:
+            # f(w) - f* = 1/2 (w - w*)^T H (w - w*) exactly (H = mean A_i): no cancellation near w*
+            e = w - self._w_star
+            out = {"gap": 0.5 * (self._H * e * e).sum(-1), **out}
+        else:
+            out = {"f": self.f(w), **out}
+        return out
+
+
+def quadratic_task(n: int = 10, dim: int = 10, seed: int = 0, *, mu: float = 0.2, L: float = 2.0,
+                   heterogeneity: float = 1.0, local_steps: int = 1) -> QuadraticTask:
+    """The heterogeneous quadratic of the Figures 1-3 experiment: `flkit.datasets.quadratic_clients`
+    (diagonal A_i with the spectrum geomspace(mu, L, dim) in a client-specific order, b_i = c +
+    heterogeneity * z_i; problem data from rng(seed, "data"))."""
+    from flkit.datasets import quadratic_clients
+    return QuadraticTask(quadratic_clients(n, dim, seed, heterogeneity=heterogeneity, mu=mu, L=L),
+                         local_steps=local_steps)
+
+
+def symmetric_quadratic(n: int, dim: int = 10, seed: int = 0, *, mu: float = 0.1, L: float = 1.0,
+                        sigma_G2: float = 1.0, lam: float = 0.0, center_scale: float = 1.0) -> QuadraticTask:
+    r"""A family of problems whose global objective does not depend on n (for the theory checks).
+
+    All clients share :math:`A = \mathrm{diag}(\mathrm{geomspace}(\mu, L, d))`; :math:`b_i = c \pm u_k` in
+    antithetic pairs (n even) with :math:`A u_k = \sigma_G\, q_{k \bmod d}`, where :math:`q_0,\dots,q_{d-1}`
+    is a random orthonormal basis. Hence :math:`\bar b = c`, :math:`f(w) = \frac12(w-c)^\top A(w-c) +`
+    const (+ the non-convex term), :math:`\|\nabla f_i(w) - \nabla f(w)\|^2 = \sigma_G^2` exactly for every
+    client and every w (the document's bounded-client-variance assumption holds with equality), and when
+    n/2 is a multiple of d the clients' deviations have covariance exactly :math:`(\sigma_G^2/d) I` for
+    every n. c ~ N(0, center_scale^2 I) and the basis come from rng(seed, "data"), shared by all n."""
+    from flkit.datasets import QuadraticProblem
+    if n < 2 or n % 2:
+        raise ValueError(f"n must be an even number >= 2 (antithetic client pairs), got {n}")
+    spectrum = np.geomspace(mu, L, dim)
+    g = rng(seed, "data")
+    c = center_scale * g.standard_normal(dim)
+    q, _ = np.linalg.qr(g.standard_normal((dim, dim)))
+    Au = math.sqrt(sigma_G2) * q.T[np.arange(n // 2) % dim]          # rows: A u_k
+    u = Au / spectrum
+    b = np.concatenate([c + u, c - u])
+    A = np.broadcast_to(spectrum, (n, dim)).copy()
+    return QuadraticTask(QuadraticProblem(torch.tensor(A, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)),
+                         lam=lam)
+
+
+@dataclass
+class SoftmaxTask:
+    r"""l2-regularised multinomial logistic regression over clients with equal-size local data sets.
+
+    :math:`f_i(W) = \frac1{m}\sum_{(x,y)\in D_i} \mathrm{CE}(W^\top[x;1], y) + \frac{wd}{2}\|W\|^2`,
+    W of shape (D+1, C) (weights and bias, flattened to d = (D+1) C); :math:`f = \frac1n\sum_i f_i`.
+    Local training (MIFA's code, configs.md 4.1): ``epochs`` passes of minibatch SGD with batch size
+    ``batch_size`` (last batch smaller, no drop), step size eta, weight decay wd on every parameter,
+    minibatch order from torch_gen(seed, "batch-<round>"), the same for all methods.
+    The gradient of the softmax cross-entropy is written in closed form, and every (seed, client) pair
+    trains the models of all methods side by side (one matrix product for all of them)."""
+    x: Tensor           # (n, m, D+1) float32, last column = 1
+    y: Tensor           # (n, m) int64
+    x_test: Tensor      # (N_test, D+1)
+    y_test: Tensor
+    num_classes: int = 10
+    epochs: int = 2
+    batch_size: int = 100
+    weight_decay: float = 1e-3
+    chunk: int = 32
+    f_star: float | None = None
+    description: str = ""
+
+    @property
+    def n(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.x.shape[2] * self.num_classes
+
+    def _objective(self, W: Tensor) -> Tensor:
+        """f(W) for W (B, D+1, C), float64 result."""
+        X = self.x.reshape(-1, self.x.shape[-1])
+        Y = self.y.reshape(-1)
+        B, D1, C = W.shape
+        total = torch.zeros(B, dtype=torch.float64)
+        Wf = W.permute(1, 0, 2).reshape(D1, B * C)
+        for s in range(0, X.shape[0], 8192):
+            z = (X[s:s + 8192] @ Wf).view(-1, B, C).double()
+            lse = torch.logsumexp(z, -1)
+            zy = z.gather(-1, Y[s:s + 8192].view(-1, 1, 1).expand(-1, B, 1)).squeeze(-1)
+            total += (lse - zy).sum(0)
+        reg = 0.5 * self.weight_decay * (W.double() ** 2).sum((1, 2))
+        return total / X.shape[0] + reg
+
+    def metrics(self, w: Tensor) -> dict[str, Tensor]:
+        W = w.view(w.shape[0], self.x.shape[-1], self.num_classes)
+        f = self._objective(W)
+        z = (self.x_test @ W.permute(1, 0, 2).reshape(W.shape[1], -1)).view(-1, W.shape[0], self.num_classes)
+        acc = (z.argmax(-1) == self.y_test.view(-1, 1)).double().mean(0)
+        out = {"loss": f, "test_acc": acc}
+        if self.f_star is not None:
+            out = {"gap": f - self.f_star, **out}
+        return out
+
+    def __post_init__(self):
+        # Pixels that are zero in every sample of a client get no data gradient there (only weight decay):
+        # each client trains on its own non-zero columns (padded to a common width with a zero column),
+        # the other rows of W decay in closed form. Same numbers, about a quarter fewer flops on MNIST.
+        n, m, D1 = self.x.shape
+        nz = (self.x != 0).any(1)                                          # (n, D1)
+        width = int(nz.sum(1).max())
+        cols = torch.full((n, width), D1, dtype=torch.long)                # D1 = the padding (zero) column
+        for i in range(n):
+            c = nz[i].nonzero().squeeze(1)
+            cols[i, :len(c)] = c
+        x_pad = torch.cat([self.x, self.x.new_zeros(n, m, 1)], -1)
+        self._cols = cols
+        self._x_sub = torch.gather(x_pad, 2, cols.unsqueeze(1).expand(n, m, width)).contiguous()
+
+    def local_sgd(self, W: Tensor, clients: Tensor, perms: Tensor, lr: float) -> Tensor:
+        """K epochs of minibatch SGD for P models W (P, D+1, C') (C' = groups x C: several models side by
+        side) on clients (P,), minibatch orders perms (P, epochs, m), step size lr. Per step, with batch
+        b: W <- (1 - lr wd) W - (lr/|b|) X_b^T (softmax(X_b W) - onehot(y_b)). Returns the final W."""
+        P, D1, GC = W.shape
+        C = self.num_classes
+        G = GC // C
+        m = self.x.shape[1]
+        lr = float(lr)
+        cols = self._cols[clients]                                          # (P, width)
+        width = cols.shape[1]
+        Wpad = torch.cat([W, W.new_zeros(P, 1, GC)], 1)
+        Ws = torch.gather(Wpad, 1, cols.unsqueeze(-1).expand(P, width, GC))  # rows the data touch
+        n_steps = 0
+        for e in range(self.epochs):
+            for s0 in range(0, m, self.batch_size):
+                s1 = min(s0 + self.batch_size, m)
+                idx = perms[:, e, s0:s1]
+                xb = self._x_sub[clients.unsqueeze(1), idx]                  # (P, b, width)
+                yb = self.y[clients.unsqueeze(1), idx]                       # (P, b)
+                r = torch.softmax(torch.bmm(xb, Ws).view(P, s1 - s0, G, C), -1)
+                r.scatter_add_(-1, yb.view(P, -1, 1, 1).expand(-1, -1, G, 1),
+                               torch.full((P, s1 - s0, G, 1), -1.0, dtype=r.dtype))
+                Ws = torch.baddbmm(Ws, xb.transpose(1, 2), r.view(P, s1 - s0, GC),
+                                   beta=1 - lr * self.weight_decay, alpha=-lr / (s1 - s0))
+                n_steps += 1
+        out = Wpad * (1 - lr * self.weight_decay) ** n_steps                # untouched rows: decay only
+        out.scatter_(1, cols.unsqueeze(-1).expand(P, width, GC), Ws)
+        return out[:, :D1]
+
+    def updates_sparse(self, w: Tensor, active: Tensor, eta, seeds: Sequence[int], t: int = 0,
+                       groups: int = 1) -> tuple[Tensor, Tensor, Tensor]:
+        """Updates of the clients active in round t, for `groups` blocks of R runs (one block per method,
+        same seeds in the same order; w (groups R, d), active (groups R, n)).
+
+        The clients active in any block of a run are trained once for all blocks, with a shared minibatch
+        order. Returns pairs (P, 2) = (run, client), block_active (groups, P) bool and values
+        (P, groups, d): the update of each pair's client from each block's model."""
+        Bn, n = active.shape
+        R = Bn // groups
+        D1, C = self.x.shape[-1], self.num_classes
+        W0 = w.view(groups, R, D1, C)
+        act = active.view(groups, R, n)
+        union = act.any(0)                                                 # (R, n)
+        alive = torch.isfinite(w).all(-1).view(groups, R)
+        lr = torch.as_tensor(eta, dtype=w.dtype).reshape(-1)
+        if not torch.allclose(lr, lr[:1].expand_as(lr)):
+            raise ValueError("SoftmaxTask needs one step size for all runs of a simulation")
+        lr0 = float(lr[0])
+        pairs = union.nonzero()                                            # (P, 2): run, client
+        values = torch.zeros(len(pairs), groups, D1 * C, dtype=w.dtype)
+        if len(pairs) == 0:
+            return pairs, act[:, pairs[:, 0], pairs[:, 1]], values
+        m = self.x.shape[1]
+        perms = torch.empty(len(pairs), self.epochs, m, dtype=torch.long)
+        for r in range(R):
+            sel = (pairs[:, 0] == r).nonzero().squeeze(1)
+            if len(sel):
+                g = torch_gen(int(seeds[r]), f"batch-{t}")
+                perms[sel] = torch.argsort(torch.rand(len(sel), self.epochs, m, generator=g), -1)
+        for c0 in range(0, len(pairs), self.chunk):
+            pr = pairs[c0:c0 + self.chunk]
+            rr, ii = pr[:, 0], pr[:, 1]
+            P = len(pr)
+            W0p = W0[:, rr].permute(1, 2, 0, 3).reshape(P, D1, groups * C)        # models side by side
+            ok = alive[:, rr].T.repeat_interleave(C, 1).unsqueeze(1)              # diverged runs: not trained
+            W0p = torch.where(ok, W0p, torch.zeros((), dtype=W0p.dtype))
+            W1p = self.local_sgd(W0p, ii, perms[c0:c0 + P], lr0)
+            delta = (W0p - W1p) / lr0
+            values[c0:c0 + P] = delta.view(P, D1, groups, C).permute(0, 2, 1, 3).reshape(P, groups, D1 * C)
+        return pairs, act[:, pairs[:, 0], pairs[:, 1]], values
+
+    def updates(self, w: Tensor, active: Tensor, eta, seeds: Sequence[int], t: int = 0,
+                groups: int = 1) -> Tensor:
+        """Dense form of :meth:`updates_sparse`: (groups R, n, d), zeros for inactive pairs."""
+        Bn, n = active.shape
+        R = Bn // groups
+        pairs, bact, values = self.updates_sparse(w, active, eta, seeds, t, groups)
+        out = torch.zeros(groups, R, n, values.shape[-1], dtype=w.dtype)
+        if len(pairs):
+            vals = torch.where(bact.T.unsqueeze(-1), values, torch.zeros((), dtype=values.dtype))
+            out[:, pairs[:, 0], pairs[:, 1]] = vals.transpose(0, 1)
+        return out.view(Bn, n, -1)
+
+    def solve(self, max_evals: int = 300) -> dict:
+        """f* by full-batch L-BFGS (float32, closed-form gradient; the problem is wd-strongly convex).
+
+        Sets and returns f_star evaluated with the same function as the metrics (so gaps are consistent),
+        with the final gradient norm and the certified bound f(W) - f* <= ||grad f(W)||^2 / (2 wd)."""
+        X = self.x.reshape(-1, self.x.shape[-1])
+        Y = self.y.reshape(-1)
+        N, C = X.shape[0], self.num_classes
+        W = torch.zeros(X.shape[1], C, requires_grad=True)
+        opt = torch.optim.LBFGS([W], lr=1, max_iter=max_evals, max_eval=max_evals, tolerance_grad=1e-7,
+                                tolerance_change=1e-12, history_size=30, line_search_fn="strong_wolfe")
+
+        def closure():
+            with torch.no_grad():
+                g = torch.zeros_like(W)
+                loss = 0.0
+                for s0 in range(0, N, 8192):
+                    z = X[s0:s0 + 8192] @ W
+                    lse = torch.logsumexp(z, 1)
+                    loss += float((lse - z.gather(1, Y[s0:s0 + 8192, None]).squeeze(1)).double().sum())
+                    pr = torch.softmax(z, 1)
+                    pr[torch.arange(len(z)), Y[s0:s0 + 8192]] -= 1
+                    g += X[s0:s0 + 8192].T @ pr
+                W.grad = g / N + self.weight_decay * W
+                return torch.tensor(loss / N + 0.5 * self.weight_decay * float((W.double() ** 2).sum()))
+        opt.step(closure)
+        closure()
+        gn2 = float((W.grad.double() ** 2).sum())
+        with torch.no_grad():
+            self.f_star = float(self._objective(W.detach().unsqueeze(0))[0])
+        return {"f_star": self.f_star, "grad_norm2": gn2, "suboptimality_bound": gn2 / (2 * self.weight_decay)}
+
+
+def softmax_task(num_clients: int = 100, classes_per_client: int = 2, *, seed: int = 0, subset: int | None = None,
+                 synthetic: bool = False, **kw) -> SoftmaxTask:
+    """MNIST l2-logistic regression with MIFA's 2-classes-per-client split (`flkit.partition.shards`).
+
+    Pixels in [0, 1], flattened, no standardisation, plus a constant 1 for the bias. ``subset`` keeps the
+    a random `subset` of every client's samples (smoke runs). ``synthetic=True`` (or MNIST absent) builds a
+    labelled stand-in: 10 Gaussian classes in 784 dimensions, same split (never used by the paper profile)."""
+    from flkit import partition
+    desc = "MNIST (real), MIFA 2-class shards"
+    if synthetic:
+        x_tr, y_tr, x_te, y_te = _synthetic_images(seed)
+        desc = "SYNTHETIC Gaussian classes (MNIST stand-in), MIFA 2-class shards"
+    else:
+        from flkit import datasets
+        ds = datasets.load("mnist")
+        x_tr, y_tr = ds.x_train.reshape(len(ds.x_train), -1), ds.y_train
+        x_te, y_te = ds.x_test.reshape(len(ds.x_test), -1), ds.y_test
+    part = partition.shards(y_tr.numpy(), num_clients, classes_per_client, seed=seed)
+    sizes = part.sizes
+    m = int(sizes.min()) if subset is None else min(int(subset), int(sizes.min()))
+    g = rng(seed, "subset")
+    idx = torch.as_tensor(np.stack([ix if m == len(ix) else g.permutation(ix)[:m] for ix in part.indices]))
+    ones = torch.ones(*idx.shape, 1)
+    x = torch.cat([x_tr[idx], ones], -1).contiguous()
+    x_test = torch.cat([x_te, torch.ones(len(x_te), 1)], -1)
+    return SoftmaxTask(x=x, y=y_tr[idx], x_test=x_test, y_test=y_te, description=desc, **kw)
+
+
+def _synthetic_images(seed: int):
+    g = torch_gen(seed, "data")
+    means = torch.rand(10, 784, generator=g)
+    y = torch.arange(12000) % 10
+    x = (means[y] + 0.3 * torch.randn(12000, 784, generator=g)).clamp(0, 1)
+    return x[:10000], y[:10000], x[10000:], y[10000:]
+
+
+# ================================================================================================
+# participation masks and the simulation loop
+# ================================================================================================
+def bernoulli_masks(seeds: Sequence[int], p, rounds: int, num_clients: int) -> Tensor:
+    """(R, T, n) bool: `flkit.participation.bernoulli(p, rounds, seed)` for every seed (p scalar or (n,))."""
+    pv = np.broadcast_to(np.asarray(p, dtype=float), (num_clients,))
+    return torch.as_tensor(np.stack([participation.bernoulli(pv, rounds, int(s)) for s in seeds]))
+
+
+def uniform_k_masks(seeds: Sequence[int], k: int, rounds: int, num_clients: int) -> Tensor:
+    """(R, T, n) bool: `flkit.participation.uniform_k(n, k, rounds, seed)` for every seed."""
+    return torch.as_tensor(np.stack([participation.uniform_k(num_clients, k, rounds, int(s)) for s in seeds]))
+
+
+@dataclass
+class Result:
+    """Output of :func:`simulate`. values[method][metric]: (K, R) array at rounds `rounds` (K,);
+    hit[method]: (R,) first round at which the target was met (-1: never); diverged[method]: (R,) first
+    round at which the run was declared diverged (-1: never); evals[method]: (R,) client updates computed
+    until the target was hit (or until the end); wall_s: seconds."""
+    rounds: np.ndarray
+    values: dict
+    hit: dict
+    diverged: dict
+    evals: dict
+    wall_s: float
+
+    def outcomes(self, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Tidy table of per-run outcomes (round column = 0): metrics "hit_round" (first round meeting the
+        target, -1: never), "diverged_round" (-1: never) and "client_updates" (client updates computed
+        until the target was met or the end)."""
+        frames = []
+        for meth in self.hit:
+            R = len(self.hit[meth])
+            for met, arr in (("hit_round", self.hit[meth]), ("diverged_round", self.diverged[meth])):
+                v = arr.astype(float)                     # -1: never (kept finite for the store)
+                frames.append(pd.DataFrame({"method": meth, "run": np.arange(R), "round": 0, "metric": met, "value": v}))
+            frames.append(pd.DataFrame({"method": meth, "run": np.arange(R), "round": 0, "metric": "client_updates",
+                                        "value": self.evals[meth].astype(float)}))
+        df = pd.concat(frames, ignore_index=True)
+        if runs is not None:
+            df = df.merge(runs.reset_index(drop=True).rename_axis("run").reset_index(), on="run")
+        return df
+
+    def tidy(self, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+        """One row per method x run x round x metric; `runs` (one row per run, e.g. seed/eta/p columns)
+        is joined on the run index."""
+        frames = []
+        for meth, mets in self.values.items():
+            for met, arr in mets.items():
+                K, R = arr.shape
+                frames.append(pd.DataFrame({"method": meth, "run": np.tile(np.arange(R), K),
+                                            "round": np.repeat(self.rounds, R), "metric": met,
+                                            "value": arr.reshape(-1)}))
+        df = pd.concat(frames, ignore_index=True)
+        if runs is not None:
+            df = df.merge(runs.reset_index(drop=True).rename_axis("run").reset_index(), on="run")
+        return df
+
+
+def simulate(task, methods: Sequence[str], *, seeds: Sequence[int], eta, p, rounds: int, mask: Tensor | None = None,
+             beta=0.0, b: int | None = None, w0: Tensor | None = None, every: int = 1,
+             target: tuple[str, float] | None = None, stop_early: bool = True, stop_factor: float | None = None,
+             stop_groups: Sequence[int] | None = None,
+             diverge_factor: float = 1e6, diverge_ref: float | None = None, sparse: bool | None = None,
+             progress: bool = False, desc: str | None = None) -> Result:
+    """Run `methods` side by side for R = len(seeds) runs (run r uses seeds[r], eta[r], p[r], beta[r]).
+
+    mask: (R, rounds, n) bool participation shared by every method whose participation is None (default:
+    Bernoulli(p) masks from `bernoulli_masks`); FedGD uses all clients; FedPGD draws b clients per round
+    with `uniform_k_masks`. p: the p_i the server divides by (float, (n,) or (R, n)).
+    Records task.metrics(w) at rounds 0, every, 2 every, ..., rounds. A run is declared diverged when its
+    first metric becomes non-finite or exceeds diverge_factor times its initial value (times diverge_ref
+    when given, e.g. for runs that start at the optimum); from then on its
+    values are recorded as +inf (and it is not trained any more). target=(metric, eps): the first round
+    at which metric <= eps is recorded; with stop_early the loop ends once every run has hit it or diverged,
+    and with stop_factor also at round stop_factor x (the first round by which the median run of some
+    group of `stop_groups` (R,) labels, e.g. one step size over all seeds, has hit, for every method; each
+    run is its own group by default): enough to find the fastest configuration of a step-size grid (by
+    median over seeds) without waiting for the slowest one.
+    sparse: use :func:`step_sparse` with the active clients' updates only (cost independent of n; the
+    tables' sums are kept as running sums). Default: True for MNIST, False for the quadratics, where the
+    dense :func:`step` keeps the gap accurate down to 1e-30."""
+    meths = [_method(mm) for mm in methods]
+    R, n = len(seeds), task.n
+    dtype = torch.float64 if isinstance(task, QuadraticTask) else torch.float32
+    eta_r = torch.as_tensor(np.array(eta, dtype=float), dtype=dtype).reshape(-1).expand(R).clone()
+    beta_r = torch.as_tensor(np.array(beta, dtype=float), dtype=dtype).reshape(-1).expand(R).clone()
+    p_t = torch.as_tensor(np.array(p, dtype=float), dtype=dtype)
+    p_rn = (p_t.reshape(1, 1) if p_t.dim() == 0 else p_t).expand(R, n) if p_t.dim() < 2 else p_t
+    if mask is None and any(mm.participation is None for mm in meths):
+        if p_t.dim() == 2 and not torch.allclose(p_t, p_t[:1].expand_as(p_t)):
+            raise ValueError("give `mask` explicitly when p differs between runs")
+        mask = bernoulli_masks(seeds, p_rn[0].numpy(), rounds, n)
+    masks = []
+    for mm in meths:
+        if mm.participation is None:
+            masks.append(mask)
+        elif mm.participation == "full":
+            masks.append(None)
+        elif mm.participation == "uniform_k":
+            if b is None:
+                raise ValueError("fedpgd needs b (clients per round)")
+            masks.append(uniform_k_masks(seeds, b, rounds, n))
+    if w0 is None:
+        w0 = torch.zeros(R, task.dim, dtype=dtype)
+    w0 = torch.as_tensor(w0, dtype=dtype)
+    if w0.dim() == 1:
+        w0 = w0.expand(R, -1)
+    M = len(meths)
+    states = [init(mm, w0, n) for mm in meths]
+    if sparse is None:
+        sparse = isinstance(task, SoftmaxTask)
+    seeds_all = list(seeds) * M
+
+    def evaluate(ws):
+        return task.metrics(torch.cat(ws))
+
+    rec_set = set(range(0, rounds + 1, every)) | {rounds}
+    values = {mm.name: {} for mm in meths}
+    store: list[dict] = []
+    m0 = evaluate([s.w for s in states])
+    key0 = next(iter(m0))
+    first = m0[key0].view(M, R).clone().abs()
+    if diverge_ref is not None:
+        first = torch.full_like(first, float(diverge_ref))
+    diverged_at = torch.full((M, R), -1, dtype=torch.long)
+    hit = torch.full((M, R), -1, dtype=torch.long)
+    labels = np.arange(R) if stop_groups is None else np.asarray(stop_groups)
+    group_idx = [torch.as_tensor(np.flatnonzero(labels == g)) for g in np.unique(labels)]
+    evals = torch.zeros(M, R, dtype=torch.float64)
+
+    def check(metrics, t):
+        x = metrics[key0].view(M, R)
+        bad = (~torch.isfinite(x) | (x.abs() > diverge_factor * first)) & (diverged_at < 0)
+        diverged_at[bad] = t
+        if target is not None:
+            y = metrics[target[0]].view(M, R)
+            newly = (y <= target[1]) & (hit < 0) & (diverged_at < 0)
+            hit[newly] = t
+
+    def record(metrics, t):
+        for j, mm in enumerate(meths):
+            row = {}
+            for k, v in metrics.items():
+                vv = v.view(M, R)[j].double().clone()
+                vv[diverged_at[j] >= 0] = float("inf")
+                row[k] = vv.numpy()
+            store.append((t, j, row))
+
+    check(m0, 0)
+    record(m0, 0)
+    t0 = time.perf_counter()
+    it = range(rounds)
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(it, desc=desc, leave=False)
+    for t in it:
+        acts = []
+        for j, mm in enumerate(meths):
+            a = torch.ones(R, n, dtype=torch.bool) if masks[j] is None else masks[j][:, t]
+            acts.append(a & (diverged_at[j] < 0).unsqueeze(1))
+        act_all = torch.cat(acts)
+        w_all = torch.cat([s.w for s in states])
+        live = (hit < 0) & (diverged_at < 0)
+        evals += (act_all.view(M, R, n).sum(-1) * live).double()
+        if sparse:
+            pairs, bact, vals = task.updates_sparse(w_all, act_all, eta_r.repeat(M), seeds_all, t, groups=M)
+            vals = vals.to(dtype)
+            for j, mm in enumerate(meths):
+                sel = bact[j]
+                states[j], _ = step_sparse(mm, states[j], pairs[sel, 0], pairs[sel, 1], vals[sel, j], eta=eta_r,
+                                           p=p_rn, beta=beta_r, resync=(t % 100 == 0))
+        else:
+            delta = task.updates(w_all, act_all, eta_r.repeat(M)).view(M, R, n, -1)
+            for j, mm in enumerate(meths):
+                a = masks[j][:, t] if masks[j] is not None else torch.ones(R, n, dtype=torch.bool)
+                states[j], _ = step(mm, states[j], delta[j], a, eta=eta_r, p=p_rn, beta=beta_r)
+        need_record = (t + 1) in rec_set
+        if target is not None or need_record:
+            met = evaluate([s.w for s in states])
+            check(met, t + 1)
+            if need_record:
+                record(met, t + 1)
+            done = target is not None and stop_early and bool(((hit >= 0) | (diverged_at >= 0)).all())
+            if target is not None and stop_factor is not None and bool((hit >= 0).any()):
+                done = done or (t + 1) >= stop_factor * _first_median_hit(hit, group_idx)
+            if done:
+                if not need_record:
+                    record(met, t + 1)
+                break
+    wall = time.perf_counter() - t0
+    rounds_arr = np.array(sorted({t for t, _, _ in store}))
+    pos = {t: k for k, t in enumerate(rounds_arr)}
+    for j, mm in enumerate(meths):
+        for k in store[0][2]:
+            arr = np.full((len(rounds_arr), R), np.nan)
+            for t, jj, row in store:
+                if jj == j:
+                    arr[pos[t]] = row[k]
+            values[mm.name][k] = arr
+    return Result(rounds=rounds_arr, values=values,
+                  hit={mm.name: hit[j].numpy() for j, mm in enumerate(meths)},
+                  diverged={mm.name: diverged_at[j].numpy() for j, mm in enumerate(meths)},
+                  evals={mm.name: evals[j].numpy() for j, mm in enumerate(meths)}, wall_s=wall)
+
+
+# ================================================================================================
+# small analysis helpers
+# ================================================================================================
+def _first_median_hit(hit: Tensor, group_idx) -> float:
+    """Earliest round at which the median run of some group has hit, taken over methods (max): inf if none."""
+    out = 0.0
+    for j in range(hit.shape[0]):
+        best = math.inf
+        for idx in group_idx:
+            h = hit[j, idx]
+            k = (len(idx) + 1) // 2
+            if int((h >= 0).sum()) >= k:
+                best = min(best, float(torch.sort(torch.where(h >= 0, h, torch.iinfo(h.dtype).max)).values[k - 1]))
+        out = max(out, best)
+    return out
+
+
+def umifa_growth_rate(p: float) -> float:
+    r"""Almost-sure growth rate per round of the literal U-MIFA table error with a fixed target:
+    when active (prob. p) the error is multiplied by :math:`1 - 1/p`, so
+    :math:`\frac1t\log|e_t| \to p\log|1/p - 1|` (> 0 iff p < 1/2)."""
+    return p * math.log(abs(1.0 / p - 1.0)) if p != 0.5 else 0.0
+
+
+def fit_slope(x, y) -> tuple[float, float]:
+    """Least-squares slope and intercept of log(y) against log(x) (finite, positive points only)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if ok.sum() < 2:
+        return float("nan"), float("nan")
+    s, c = np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)
+    return float(s), float(c)
+
+
+# ================================================================================================
+# plotting and reading helpers for the notebooks
+# ================================================================================================
+PALETTE = {"fedavg_is": "0.45", "fedavg": "tab:brown", "mifa": "tab:blue", "mifam": "tab:cyan",
+           "umifa": "tab:red", "umifam": "tab:orange", "umifa_saga": "tab:green", "umifam_saga": "tab:olive",
+           "fedgd": "black", "fedpgd": "tab:purple"}
+
+
+def plot_curves(df: pd.DataFrame, metric: str, ax=None, methods: Sequence[str] | None = None, log: bool = True,
+                band: str = "minmax"):
+    """Mean over seeds per method with a min-max band (`flkit.plots.curves`), momentum methods dashed,
+    diverged runs marked with an x at their round of divergence."""
+    from flkit import plots
+    methods = [m for m in (methods or METHODS) if m in set(df["method"])]
+    data = df[(df["metric"] == metric) & df["method"].isin(methods)]
+    ax = plots.curves(data, hue="method", metric=metric, band=band, log=log, label_map=LABELS,
+                      palette=PALETTE, order=methods, units="seed" if "seed" in data else None, ax=ax)
+    momentum = {LABELS[m] for m in methods if METHODS[m].momentum}
+    for line in ax.get_lines():
+        if any(str(line.get_label()).startswith(lab) for lab in momentum) and line.get_linestyle() != "None":
+            line.set_linestyle("--")
+    ax.legend(fontsize=7, ncol=1, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return ax
+
+
+def summary(df: pd.DataFrame, metric: str, threshold: float | None = None) -> pd.DataFrame:
+    """Per method: median final value over seeds, runs that diverged, and (with `threshold`) the median
+    first recorded round at which the metric is <= threshold (NaN when a majority never gets there)."""
+    rows = []
+    d = df[df["metric"] == metric]
+    for meth, g in d.groupby("method", sort=False):
+        last = g[g["round"] == g["round"].max()]
+        runs = g.groupby("seed")
+        div = int(sum(1 for _, r in runs if not np.isfinite(r["value"]).all()))
+        row = {"method": meth, "label": LABELS.get(meth, meth), "final (median)": float(np.median(last["value"])),
+               "diverged runs": f"{div}/{runs.ngroups}"}
+        if threshold is not None:
+            firsts = [r.loc[r["value"] <= threshold, "round"].min() for _, r in runs]
+            row[f"rounds to {threshold:g} (median)"] = float(np.median([np.inf if pd.isna(f) else f for f in firsts]))
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("method")
+
+
+# ================================================================================================
+# experiments of the theory page (each returns a tidy table: round, metric, value + columns)
+# ================================================================================================
+def error_floor(task: QuadraticTask, methods: Sequence[str], *, etas, ps, seeds, rounds: int,
+                start: str = "zero") -> pd.DataFrame:
+    """Constant-step runs on a grid eta x p x seed (Bernoulli(p) participation, masks per run from
+    `flkit.participation.bernoulli`). Per run and method: "avg_all" = (1/T) sum_{t<T} ||grad f(w_t)||^2,
+    "avg_tail" = the same over t in [T/2, T) (the stationary floor), "avg_from1" = (1/(T-1)) sum_{1<=t<T},
+    "avg_q2" / "avg_q4" = the same over the second / last quarter, "gap0" = f(w_0) - f*,
+    "gap1" = f(w_1) - f*, "tau_max" = longest run of rounds any client was absent."""
+    runs = pd.DataFrame([(int(s), float(e), float(p)) for p in ps for e in etas for s in seeds],
+                        columns=["seed", "eta", "p"])
+    n, d, T = task.n, task.dim, int(rounds)
+    mask = torch.as_tensor(np.stack([participation.bernoulli(np.full(n, r.p), T, r.seed) for r in runs.itertuples()]))
+    p_rn = torch.tensor(runs["p"].to_numpy())[:, None].expand(-1, n)
+    w0 = (torch.zeros(len(runs), d, dtype=torch.float64) if start == "zero"
+          else task.problem.w_star.expand(len(runs), -1).clone())
+    ref = float(task.metrics(torch.zeros(1, d, dtype=torch.float64))["gap"][0])
+    res = simulate(task, methods, seeds=runs["seed"].tolist(), eta=runs["eta"].to_numpy(), p=p_rn, mask=mask,
+                   rounds=T, every=1, w0=w0, diverge_ref=ref)
+    tau = _longest_absence(mask.numpy())
+    frames = []
+    for m in methods:
+        g = res.values[m]["grad_norm2"]
+        gap = res.values[m]["gap"]
+        vals = {"avg_all": g[:T].mean(0), "avg_tail": g[T // 2:T].mean(0), "avg_from1": g[1:T].mean(0),
+                "avg_q2": g[T // 4:T // 2].mean(0), "avg_q4": g[3 * T // 4:T].mean(0),
+                "gap0": gap[0], "gap1": gap[1], "tau_max": tau}
+        for k, v in vals.items():
+            frames.append(runs.assign(method=m, round=T, metric=k, value=np.asarray(v, dtype=float)))
+    return pd.concat(frames, ignore_index=True).assign(start=start)
+
+
+def _longest_absence(mask: np.ndarray) -> np.ndarray:
+    """(R,) longest stretch of consecutive rounds in which some client was absent (mask (R, T, n))."""
+    R, T, n = mask.shape
+    best = np.zeros(R)
+    run = np.zeros((R, n))
+    for t in range(T):
+        run = np.where(mask[:, t], 0, run + 1)
+        best = np.maximum(best, run.max(1))
+    return best
+
+
+def one_round_monte_carlo(task: QuadraticTask, *, p: float, t0: int, draws: int, seed: int = 0,
+                          eta: float = 0.02) -> pd.DataFrame:
+    """Conditional (one-round) Monte Carlo of the stored entries G_t^(i).
+
+    A MIFA run (seed `seed`, Bernoulli(p), step eta) gives the state at round t0: the table G_{t-1} and
+    w_t, hence Delta_t^(i) = grad f_i(w_t). From that fixed state the round-t participation is redrawn
+    `draws` times and the new entry is formed by MIFA, by U-MIFA as written, and by the SAGA-form estimate
+    (all three from the same G_{t-1}). Rows per rule, client i and coordinate j: "mean_minus_delta"
+    (Monte Carlo E[G_t^(i)] - Delta_t^(i)), "std_error", "predicted" ((1-p)(G_{t-1} - Delta) for MIFA, 0
+    for the unbiased rules); per rule: "mse" = E||grad f(w_t) - G_t||^2 with its standard error "mse_se",
+    and the document's expressions "mse_formula" ((1-p)/n sum_i ||grad f_i - G_{t-1}^(i)||^2 for MIFA,
+    an upper bound; (1-p)/(n^2 p) sum_i ||...||^2 for U-MIFA, exact)."""
+    n, d = task.n, task.dim
+    st = init("mifa", torch.zeros(1, d, dtype=torch.float64), n)
+    mask = bernoulli_masks([seed], p, max(t0, 1), n)
+    for t in range(t0):
+        st, _ = step("mifa", st, task.updates(st.w, None, torch.tensor([eta])), mask[:, t], eta=eta)
+    G_prev, w = st.memory[0], st.w
+    delta = task.client_grads(w)[0]
+    grad = delta.mean(0)
+    gen = torch.Generator().manual_seed(int(rng(seed, "monte-carlo").integers(2**62)))
+    act = torch.rand(draws, n, generator=gen, dtype=torch.float64) < p
+    mem = G_prev.expand(draws, -1, -1)
+    dl = delta.expand(draws, -1, -1)
+    rules = {"mifa": lambda: mifa_rule(mem, dl, act),
+             "umifa": lambda: umifa_rule(mem, dl, act, p),
+             "umifa_saga": lambda: _saga_estimates(mem, dl, act, p)}
+    rows = []
+    base = (G_prev - delta).pow(2).sum(-1).sum()
+    for name, fn in rules.items():
+        g_t, entries = fn()
+        mean, se = entries.mean(0) - delta, entries.std(0) / math.sqrt(draws)
+        pred = (1 - p) * (G_prev - delta) if name == "mifa" else torch.zeros_like(delta)
+        for metric, arr in (("mean_minus_delta", mean), ("std_error", se), ("predicted", pred)):
+            for i in range(n):
+                for j in range(d):
+                    rows.append({"rule": name, "client": i, "coord": j, "metric": metric, "value": float(arr[i, j])})
+        err = (g_t - grad).pow(2).sum(-1)
+        formula = (1 - p) / n * base if name == "mifa" else (1 - p) / (n * n * p) * base
+        for metric, v in (("mse", err.mean()), ("mse_se", err.std() / math.sqrt(draws)), ("mse_formula", formula)):
+            rows.append({"rule": name, "client": -1, "coord": -1, "metric": metric, "value": float(v)})
+    return pd.DataFrame(rows).assign(round=t0, p=p)
+
+
+def _saga_estimates(memory, delta, active, p):
+    a = active.unsqueeze(-1)
+    est = memory + torch.where(a, (delta - memory) / _p(p, delta), torch.zeros((), dtype=delta.dtype))
+    return est.mean(1), est
+
+
+def table_error_growth(ps, *, rounds: int, runs: int, n: int = 10, seed: int = 0) -> pd.DataFrame:
+    """Stored-entry error |G_t^(i) - Delta^(i)| with a fixed target Delta = 1 (the server does not move):
+    U-MIFA as written multiplies it by (1 - 1/p) at each participation; with SAGA memory it is 0 after the
+    first one. Rows per p and round: "log10_median_err" (median over runs x clients; literal rule),
+    "predicted_log10" (t p log10|1/p - 1|), "saga_frac_nonzero" (fraction of SAGA entries not yet exact)."""
+    frames = []
+    for p in ps:
+        mask = bernoulli_masks(list(range(seed, seed + runs)), p, rounds, n)
+        delta = torch.ones(runs, n, 1, dtype=torch.float64)
+        mem = torch.zeros(runs, n, 1, dtype=torch.float64)
+        y = torch.zeros(runs, n, 1, dtype=torch.float64)
+        out = []
+        for t in range(rounds + 1):
+            err = (mem - delta).abs().flatten()
+            out.append((t, float(torch.log10(err).median()), t * umifa_growth_rate(p) / math.log(10),
+                        float(((y - delta).abs() > 0).double().mean())))
+            if t < rounds:
+                _, mem = umifa_rule(mem, delta, mask[:, t], p)
+                _, y = saga_rule(y, delta, mask[:, t], p)
+        df = pd.DataFrame(out, columns=["round", "log10_median_err", "predicted_log10", "saga_frac_nonzero"])
+        frames.append(df.melt(id_vars="round", var_name="metric", value_name="value").assign(p=p))
+    return pd.concat(frames, ignore_index=True)
+
+
+def step_size_sweep(task: QuadraticTask, methods: Sequence[str], *, eta_L, seeds, rounds: int, b: int = 1,
+                    tol: float = 1e-3) -> pd.DataFrame:
+    """Every method at every step size eta = eta_L / L and seed, b clients per round uniformly without
+    replacement (p_i = b/n), for `rounds` rounds from w_0 = 0. "stable" = 1 when the run never diverged and
+    ends with ||grad f||^2 <= tol x its initial value (a bounded but non-converging orbit does not count);
+    "final_ratio" = final / initial ||grad f||^2 (-1: diverged)."""
+    runs = pd.DataFrame([(int(s), float(e)) for e in eta_L for s in seeds], columns=["seed", "eta_L"])
+    n = task.n
+    mask = uniform_k_masks(runs["seed"].tolist(), b, rounds, n)
+    res = simulate(task, methods, seeds=runs["seed"].tolist(), eta=runs["eta_L"].to_numpy() / task.L, p=b / n,
+                   mask=mask, rounds=rounds, every=rounds, sparse=True)
+    frames = []
+    for m in methods:
+        g = res.values[m]["grad_norm2"]
+        ratio = g[-1] / g[0]
+        stable = (res.diverged[m] < 0) & np.isfinite(ratio) & (ratio <= tol)
+        for k, v in (("stable", stable.astype(float)), ("final_ratio", np.where(np.isfinite(ratio), ratio, -1.0))):
+            frames.append(runs.assign(method=m, round=rounds, metric=k, value=v))
+    return pd.concat(frames, ignore_index=True).assign(n=n)
+
+
+def rounds_to_epsilon(task: QuadraticTask, method: str, *, eta_L, seeds, max_rounds: int, metric: str, eps_rel: float,
+                      b: int = 1, stop_factor: float = 4.0) -> pd.DataFrame:
+    """First round with metric <= eps_rel x its initial value, for every step size eta = eta_L / L and
+    seed; b clients per round uniformly without replacement (FedPGD, SAGA/U-MIFA, MIFA) or all (FedGD).
+    The runs stop at stop_factor x the first round by which the median seed of some step size has hit.
+    Rows: "hit_round" (-1: not within the rounds run) and "client_updates" (client gradients computed
+    until then) per run."""
+    runs = pd.DataFrame([(int(s), float(e)) for e in eta_L for s in seeds], columns=["seed", "eta_L"])
+    n = task.n
+    w0 = torch.zeros(1, task.dim, dtype=torch.float64)
+    eps = eps_rel * float(task.metrics(w0)[metric][0])
+    mask = uniform_k_masks(runs["seed"].tolist(), b, max_rounds, n)
+    res = simulate(task, [method], seeds=runs["seed"].tolist(), eta=runs["eta_L"].to_numpy() / task.L, p=b / n,
+                   mask=mask, b=b, rounds=max_rounds, every=max_rounds, target=(metric, eps), stop_factor=stop_factor,
+                   stop_groups=pd.factorize(runs["eta_L"])[0], sparse=True)
+    out = res.outcomes(runs)
+    return out[out["metric"].isin(["hit_round", "client_updates"])].assign(n=n, eps=eps)
