@@ -548,7 +548,8 @@ def sweep_batched(configs: Iterable[Mapping], fn_many: Callable[[list[dict]], Se
     batches of at most `batch_size` (None: all at once), so that many runs share one vectorized
     computation. group_by (field name(s) or a function of the config) keeps only configs that agree on
     it in one batch (e.g. group_by="method" when only seeds and learning rates vectorize).
-    Each run's manifest records the batch's wall time and size."""
+    Each run's manifest records the batch's wall time and size (`table.attrs["wall_time_s"]`, when
+    fn_many sets it, wins: a batch resumed from a checkpoint counts its earlier pieces too)."""
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
     unique, todo = _pending(configs, store)
@@ -574,6 +575,8 @@ def sweep_batched(configs: Iterable[Mapping], fn_many: Callable[[list[dict]], Se
                 if len(tables) != len(batch):
                     raise ValueError(f"fn_many returned {len(tables)} tables for a batch of {len(batch)} configs")
                 for config, table in zip(batch, tables):
-                    store.save(config, table, wall_time_s=wall, device=device, batch_size=len(batch))
+                    # a batch resumed from a checkpoint reports its total compute time in table.attrs
+                    store.save(config, table, wall_time_s=table.attrs.get("wall_time_s", wall), device=device,
+                               batch_size=len(batch))
                 bar.update(len(batch))
     return store.load_many(unique)

@@ -270,10 +270,13 @@ def test_resume_from_checkpoint_is_exact(tmp_path):
     with pytest.raises(cvar.Deadline):
         cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, deadline=time.time() + 0.5,
                        fast=False, log=lambda _: None)
-    assert list(tmp_path.glob("batch-*.pt"))
+    (ckpt,) = tmp_path.glob("batch-*.pt")
+    first_piece = torch.load(ckpt, weights_only=False)["elapsed_s"]
+    assert first_piece > 0
     out = cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, fast=False, log=lambda _: None)
     for a, b in zip(ref, out):
         pd.testing.assert_frame_equal(a, b)
+        assert b.attrs["wall_time_s"] > first_piece  # the compute time counts every piece
     assert not list(tmp_path.glob("batch-*.pt"))
 
 

@@ -443,3 +443,16 @@ def test_book_store_location(tmp_path, monkeypatch):
     assert results.book_store("fedau").root == tmp_path / "fedau"
     monkeypatch.delenv("FLKIT_RESULTS")
     assert results.book_store("cvar").root.parts[-2:] == ("results", "cvar")
+
+
+def test_sweep_batched_takes_wall_time_from_table_attrs(tmp_path):
+    store = Store(tmp_path)
+
+    def fn_many(batch):
+        tables = [pd.DataFrame({"round": [0], "metric": ["m"], "value": [1.0]}) for _ in batch]
+        for t in tables:
+            t.attrs["wall_time_s"] = 123.0  # e.g. a batch resumed from a checkpoint
+        return tables
+
+    sweep_batched([{"a": 1}, {"a": 2}], fn_many, store, progress=False)
+    assert store.manifest({"a": 1})["wall_time_s"] == 123.0
