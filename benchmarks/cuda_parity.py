@@ -3,7 +3,8 @@
     python benchmarks/cuda_parity.py          # prints ||fast - reference|| / ||reference|| per path
 
 engine.local_train(vectorized="grouped" | "vmap") against the sequential per-model loop, and the
-Fed-CVaR local steps (cvar.FastLocalSGD, CUDA graphs) against cvar.round, in float32 with TF32 off.
+Fed-CVaR local steps (cvar.FastLocalSGD, CUDA graphs) against cvar.round, and the Triton kernels of
+flkit.fused against torch's conv/pool and FastLocalSGD's grouped backend, in float32 with TF32 off.
 """
 from __future__ import annotations
 
@@ -56,9 +57,51 @@ def main() -> None:
                               generators=gens())
         fast.train(*cvar.make_batches(*users.relayed(sel), 2, 32, gens()))
     rows.append((f"cvar FastLocalSGD (graph: {fast.graph is not None})", "cvar_mlp", rel(fast.P, state.params)))
+    rows += fused_rows(dev, g)
     print(f"device: {torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}, torch {torch.__version__}")
     for path, name, r in rows:
         print(f"{path:<40} {name:<15} relative difference {r:.2e}")
+
+
+def fused_rows(dev, g) -> list:
+    """flkit.fused (Triton, full float32 products) against torch's conv/LeakyReLU/max-pool and against
+    FastLocalSGD's grouped backend, on the Table 1 LeNet's two block shapes."""
+    import torch.nn.functional as F
+    from flkit import fused
+    if not fused.available(dev):
+        return [("flkit.fused (not available here)", "-", float("nan"))]
+    rows = []
+    for C, O, H, gather in ((1, 6, 28, True), (6, 16, 14, False)):
+        M, B = 5, 32
+        w = (0.2 * torch.randn(M, O, C, 5, 5, device=dev, generator=g)).requires_grad_()
+        b = (0.1 * torch.randn(M, O, device=dev, generator=g)).requires_grad_()
+        if gather:
+            x, idx = torch.randn(300, C, H, H, device=dev, generator=g), torch.randint(0, 300, (M, B), device=dev)
+            xin = x[idx]
+        else:
+            x = xin = torch.randn(M, B, C, H, H, device=dev, generator=g).requires_grad_()
+            idx = None
+        y = fused.conv_pool(x, w, b, idx, 0.01, precision="ieee")
+        ref = torch.stack([F.max_pool2d(F.leaky_relu(F.conv2d(xin[m], w[m], b[m], padding=2), 0.01), 2)
+                           for m in range(M)])
+        gy = torch.randn(y.shape, device=dev, generator=g)
+        wrt = [w, b] + ([] if gather else [x])
+        got = dict(zip(["w", "b", "x"], torch.autograd.grad((y * gy).sum(), wrt)), y=y)
+        exp = dict(zip(["w", "b", "x"], torch.autograd.grad((ref * gy).sum(), wrt)), y=ref)
+        rows.append(("fused.conv_pool fwd+grads (ieee)", f"{C}->{O} on {H}x{H}", rel(got, exp)))
+    net = models.build("cvar_lenet").to(dev)
+    x = torch.rand(2000, 1, 28, 28, device=dev, generator=g)
+    y = torch.randint(0, 10, (2000,), device=dev, generator=g)
+    P0 = cvar.init(engine.stack(net, 8, torch_gen(0, "init", dev)), 0.3, 0.1).params
+    out = {}
+    for backend in ("grouped", "fused"):
+        fast = cvar.FastLocalSGD(net, P0, x, y, 128, 1e-2, 5e-4, backend=backend)
+        fast.precision = "ieee"
+        gb = torch.Generator(device=dev).manual_seed(1)
+        fast.train(torch.randint(0, 2000, (8, 20, 128), device=dev, generator=gb), torch.full((8,), 20, device=dev))
+        out[backend] = fast.P
+    rows.append(("FastLocalSGD fused vs grouped, 20 steps", "cvar_lenet", rel(out["fused"], out["grouped"])))
+    return rows
 
 
 if __name__ == "__main__":

@@ -638,7 +638,7 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
         trainer = FastLocalSGD(model, state.params, data["x_train"], data["y_train"], c0["batch_size"],
                                lr_theta, lr_t, log=log)
         state = State(trainer.P, state.round)
-        log(f"local steps: FastLocalSGD ({'CUDA graph' if trainer.graph is not None else 'eager'})")
+        log(f"local steps: FastLocalSGD ({trainer.backend}, {'CUDA graph' if trainer.graph is not None else 'eager'})")
     start_round, t_start, last_ckpt = state.round, time.time(), time.time()
     bar = None
     if progress:
@@ -697,6 +697,8 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
                             ignore_index=True)
             tab.loc[tab["metric"] == "param", "round"] = T
         tab.attrs["wall_time_s"] = elapsed_before + wall  # all pieces of a resumed batch
+        tab.attrs["local_steps"] = (f"FastLocalSGD/{trainer.backend}/{'graph' if trainer.graph is not None else 'eager'}"
+                                    if trainer is not None else f"round/vectorized={vectorized}")
         tables.append(tab)
     if ckpt is not None and ckpt.is_file():
         ckpt.unlink()
@@ -1086,15 +1088,31 @@ class FastLocalSGD:
     against an eager step after capture and dropped, with a warning, if they disagree or capture fails.
     tests/test_cvar.py checks that a round through this class equals `round` bit for bit on the CPU.
 
+    backend: how the M models' forward/backward runs. "grouped": `flkit.engine.grouped_forward` (the
+    conv layers as cuDNN grouped convolutions); "fused": `flkit.fused` (Triton kernels for the
+    Conv -> LeakyReLU -> MaxPool blocks, TF32 like cuDNN; 1.8x faster for the Table 1 LeNet on an H100,
+    benchmarks/bench_cvar_step.py); "auto": fused on CUDA with triton and a model it supports, else
+    grouped. The backend used is in `self.backend`, the fused products' precision in `self.precision`.
+
     params: the state dict of `State` (theta stacked, "t", "alpha", "gamma"); lr_theta, lr_t: floats
     or (M,) tensors. `P` holds the current state (static tensors, updated in place)."""
 
     def __init__(self, model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: torch.Tensor,
                  y: torch.Tensor, batch_size: int, lr_theta, lr_t, cuda_graph: bool = True,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, backend: str = "auto"):
+        from flkit import fused
         from flkit.engine import supports_grouped
         if not supports_grouped(model):
             raise ValueError("FastLocalSGD needs a model of the engine's grouped family; use cvar.round")
+        if backend not in ("auto", "fused", "grouped"):
+            raise ValueError(f"backend must be 'auto', 'fused' or 'grouped', got {backend!r}")
+        can_fuse = fused.supports_fused(model) and fused.available(x.device)
+        if backend == "fused" and not can_fuse:
+            raise ValueError("backend='fused' needs triton, a CUDA device (or TRITON_INTERPRET=1) and a model of "
+                             "Conv2d -> LeakyReLU -> MaxPool2d(2) blocks (flkit.fused.supports_fused)")
+        auto_fuse = backend == "auto" and can_fuse and x.device.type == "cuda"  # never the slow interpreter
+        self.backend = "fused" if backend == "fused" or auto_fuse else "grouped"
+        self.precision = "tf32"  # of the fused kernels' products ("ieee": full float32)
         self.model, self.x, self.y = model, x, y
         self.pnames = [k for k, _ in model.named_parameters()]
         self.P = {k: v.detach().clone() for k, v in params.items()}
@@ -1117,13 +1135,18 @@ class FastLocalSGD:
                     log("FastLocalSGD: CUDA graph and eager step disagree; running eagerly")
 
     def _step(self) -> None:
+        from flkit import fused
         from flkit.engine import cross_entropy, grouped_forward
         x, y, idx, P = self.x, self.y, self.idx, self.P
-        xb, yb = x[idx.clamp(min=0)], y[idx.clamp(min=0)]
-        yb = torch.where(idx >= 0, yb, torch.full_like(yb, IGNORE))
+        yb = torch.where(idx >= 0, y[idx.clamp(min=0)], IGNORE)
         names = self.pnames + ["t"]
         leaves = {k: P[k].detach().requires_grad_(True) for k in names}
-        f = cross_entropy(grouped_forward(self.model, {k: leaves[k] for k in self.pnames}, xb), yb)  # (M,)
+        theta = {k: leaves[k] for k in self.pnames}
+        if self.backend == "fused":
+            logits = fused.forward(self.model, theta, x, idx, self.precision)
+        else:
+            logits = grouped_forward(self.model, theta, x[idx.clamp(min=0)])
+        f = cross_entropy(logits, yb)                                                  # (M,)
         t, a, g = leaves["t"], P["alpha"], P["gamma"]
         above = f.detach() > t.detach()
         c = torch.where(above, (1 - g) / a + g, g)

@@ -549,7 +549,8 @@ def sweep_batched(configs: Iterable[Mapping], fn_many: Callable[[list[dict]], Se
     computation. group_by (field name(s) or a function of the config) keeps only configs that agree on
     it in one batch (e.g. group_by="method" when only seeds and learning rates vectorize).
     Each run's manifest records the batch's wall time and size (`table.attrs["wall_time_s"]`, when
-    fn_many sets it, wins: a batch resumed from a checkpoint counts its earlier pieces too)."""
+    fn_many sets it, wins: a batch resumed from a checkpoint counts its earlier pieces too) and the
+    table's other attrs (e.g. how it was computed)."""
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
     unique, todo = _pending(configs, store)
@@ -576,7 +577,8 @@ def sweep_batched(configs: Iterable[Mapping], fn_many: Callable[[list[dict]], Se
                     raise ValueError(f"fn_many returned {len(tables)} tables for a batch of {len(batch)} configs")
                 for config, table in zip(batch, tables):
                     # a batch resumed from a checkpoint reports its total compute time in table.attrs
+                    extra = {k: v for k, v in table.attrs.items() if k != "wall_time_s"}
                     store.save(config, table, wall_time_s=table.attrs.get("wall_time_s", wall), device=device,
-                               batch_size=len(batch))
+                               batch_size=len(batch), **extra)
                 bar.update(len(batch))
     return store.load_many(unique)

@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
+# flkit.fused's Triton kernels run in Triton's interpreter on the CPU (exact, slow): must be set before
+# triton is imported. FastLocalSGD's "auto" backend never picks the interpreter, only CUDA.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 torch.set_num_threads(1)  # CI machines have 2 cores; keep tests predictable
 
 REPO = Path(__file__).resolve().parents[1]

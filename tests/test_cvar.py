@@ -256,6 +256,7 @@ def test_run_batch_fast_path_agrees(tmp_path):
     out = cvar.run_batch(cfgs, "cpu", progress=False, fast=True, log=lambda _: None)
     for a, b in zip(ref, out):
         np.testing.assert_allclose(a["value"], b["value"], rtol=1e-4, atol=1e-5)
+        assert b.attrs["local_steps"] == "FastLocalSGD/grouped/eager"  # the CPU never picks the fused kernels
     with pytest.raises(cvar.Deadline):  # and the fast path resumes exactly too
         cvar.run_batch(cfgs, "cpu", progress=False, fast=True, checkpoint_dir=tmp_path, deadline=time.time() + 0.5,
                        log=lambda _: None)
@@ -277,6 +278,7 @@ def test_resume_from_checkpoint_is_exact(tmp_path):
     for a, b in zip(ref, out):
         pd.testing.assert_frame_equal(a, b)
         assert b.attrs["wall_time_s"] > first_piece  # the compute time counts every piece
+        assert b.attrs["local_steps"] == "round/vectorized=True"
     assert not list(tmp_path.glob("batch-*.pt"))
 
 

@@ -452,7 +452,9 @@ def test_sweep_batched_takes_wall_time_from_table_attrs(tmp_path):
         tables = [pd.DataFrame({"round": [0], "metric": ["m"], "value": [1.0]}) for _ in batch]
         for t in tables:
             t.attrs["wall_time_s"] = 123.0  # e.g. a batch resumed from a checkpoint
+            t.attrs["local_steps"] = "fused"  # other attrs go to the manifest as they are
         return tables
 
     sweep_batched([{"a": 1}, {"a": 2}], fn_many, store, progress=False)
     assert store.manifest({"a": 1})["wall_time_s"] == 123.0
+    assert store.manifest({"a": 2})["local_steps"] == "fused"
