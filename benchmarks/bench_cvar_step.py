@@ -98,18 +98,19 @@ def _nothing(fast):
     return lambda: None
 
 
-def _channels_last(fast):
+def _conv_variant(make):
+    """A variant that replaces torch.nn.functional.conv2d (which grouped_forward calls) by make(conv2d)."""
+    def setup(fast):
+        orig = F.conv2d
+        F.conv2d = make(orig)
+        return lambda: setattr(F, "conv2d", orig)
+    return setup
+
+
+def _channels_last(orig):
     """Grouped convolutions in NHWC (weights and activations channels_last)."""
-    orig = F.conv2d
-
-    def conv(h, w, b, *args):
-        return orig(h.contiguous(memory_format=torch.channels_last), w.contiguous(memory_format=torch.channels_last),
-                    b, *args)
-    F.conv2d = conv
-
-    def restore():
-        F.conv2d = orig
-    return restore
+    cl = torch.channels_last
+    return lambda h, w, b, *args: orig(h.contiguous(memory_format=cl), w.contiguous(memory_format=cl), b, *args)
 
 
 def _bf16(fast):
@@ -123,27 +124,20 @@ def _bf16(fast):
     return lambda: None
 
 
-def _unfold(fast):
+def _unfold(orig):
     """Each conv as im2col + batched matmul over the M models (no grouped conv)."""
-    orig = F.conv2d
-
     def conv(h, w, b, stride, padding, dilation, groups):
         Bn, MC, H, W = h.shape
         M = groups
         C, k = MC // M, w.shape[-1]
         O = w.shape[0] // M
         cols = F.unfold(h, k, dilation, padding, stride)                     # (B, M*C*k*k, L)
-        L = cols.shape[-1]
-        cols = cols.view(Bn, M, C * k * k, L)
+        cols = cols.view(Bn, M, C * k * k, cols.shape[-1])
         out = torch.einsum("bmkl,mok->bmol", cols, w.view(M, O, C * k * k))  # (B, M, O, L)
         if b is not None:
             out = out + b.view(1, M, O, 1)
         return out.reshape(Bn, M * O, H, W)
-    F.conv2d = conv
-
-    def restore():
-        F.conv2d = orig
-    return restore
+    return conv
 
 
 def _ieee(fast):
@@ -171,8 +165,8 @@ def _tuned(name: str):
     return setup
 
 
-VARIANTS = {"baseline": _nothing, "cudnn.benchmark": _nothing, "channels_last": _channels_last,
-            "unfold+bmm": _unfold, "bf16": _bf16, "fused": _nothing, "fused ieee": _ieee}
+VARIANTS = {"baseline": _nothing, "cudnn.benchmark": _nothing, "channels_last": _conv_variant(_channels_last),
+            "unfold+bmm": _conv_variant(_unfold), "bf16": _bf16, "fused": _nothing, "fused ieee": _ieee}
 
 
 if __name__ == "__main__":
