@@ -605,12 +605,13 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
             raise RuntimeError(f"checkpoint {ckpt} belongs to other runs")
         state, rows, steps_done = State(saved["params"], saved["round"]), saved["rows"], saved["steps"]
         elapsed_before = saved.get("elapsed_s", 0.0)  # compute time of the earlier pieces
+        paths_before = saved.get("local_steps", [])    # and how they computed
         log(f"resuming {M} runs from round {state.round} of {T} ({ckpt.name})")
     else:
         theta = [stack(model, 1, torch_gen(c["seed"], "init")) for c in configs]
         theta = {k: torch.cat([t[k] for t in theta]).to(dev) for k in theta[0]}
         state = init(theta, [c["alpha"] for c in configs], [c["gamma"] for c in configs], c0["t0"])
-        rows, steps_done, elapsed_before = [], 0, 0.0
+        rows, steps_done, elapsed_before, paths_before = [], 0, 0.0, []
         _eval_rows(model, state.params, data, range(M), 0, rows)
         rows += [(m, 0, "t", float(v), -1) for m, v in enumerate(state.t.tolist())]
 
@@ -628,7 +629,8 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         tmp = ckpt.with_name(ckpt.name + ".tmp")
         torch.save({"keys": keys, "round": state.round, "params": {k: v.cpu() for k, v in state.params.items()},
-                    "rows": rows, "steps": steps_done, "elapsed_s": elapsed_before + time.time() - t_start}, tmp)
+                    "rows": rows, "steps": steps_done, "elapsed_s": elapsed_before + time.time() - t_start,
+                    "local_steps": paths}, tmp)
         os.replace(tmp, ckpt)
 
     eval_every, lr_theta, lr_t = c0["eval_every"], c0["lr_theta"], c0["lr_t"]
@@ -639,6 +641,9 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
                                lr_theta, lr_t, log=log)
         state = State(trainer.P, state.round)
         log(f"local steps: FastLocalSGD ({trainer.backend}, {'CUDA graph' if trainer.graph is not None else 'eager'})")
+    path = (f"FastLocalSGD/{trainer.backend}/{'graph' if trainer.graph is not None else 'eager'}"
+            if trainer is not None else f"round/vectorized={vectorized}")
+    paths = paths_before + [path] if path not in paths_before else paths_before  # every piece's path
     start_round, t_start, last_ckpt = state.round, time.time(), time.time()
     bar = None
     if progress:
@@ -697,8 +702,7 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
                             ignore_index=True)
             tab.loc[tab["metric"] == "param", "round"] = T
         tab.attrs["wall_time_s"] = elapsed_before + wall  # all pieces of a resumed batch
-        tab.attrs["local_steps"] = (f"FastLocalSGD/{trainer.backend}/{'graph' if trainer.graph is not None else 'eager'}"
-                                    if trainer is not None else f"round/vectorized={vectorized}")
+        tab.attrs["local_steps"] = " + ".join(paths)
         tables.append(tab)
     if ckpt is not None and ckpt.is_file():
         ckpt.unlink()

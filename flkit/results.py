@@ -577,7 +577,8 @@ def sweep_batched(configs: Iterable[Mapping], fn_many: Callable[[list[dict]], Se
                     raise ValueError(f"fn_many returned {len(tables)} tables for a batch of {len(batch)} configs")
                 for config, table in zip(batch, tables):
                     # a batch resumed from a checkpoint reports its total compute time in table.attrs
-                    extra = {k: v for k, v in table.attrs.items() if k != "wall_time_s"}
+                    extra = {k: v for k, v in table.attrs.items()
+                             if k not in ("wall_time_s", "device", "batch_size")}
                     store.save(config, table, wall_time_s=table.attrs.get("wall_time_s", wall), device=device,
                                batch_size=len(batch), **extra)
                 bar.update(len(batch))

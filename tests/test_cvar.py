@@ -282,6 +282,17 @@ def test_resume_from_checkpoint_is_exact(tmp_path):
     assert not list(tmp_path.glob("batch-*.pt"))
 
 
+def test_resumed_batch_records_the_path_of_every_piece(tmp_path):
+    cfgs = _smoke_2d(seeds=[0])
+    with pytest.raises(cvar.Deadline):
+        cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, deadline=time.time() + 0.5,
+                       fast=False, log=lambda _: None)
+    (ckpt,) = tmp_path.glob("batch-*.pt")
+    assert torch.load(ckpt, weights_only=False)["local_steps"] == ["round/vectorized=True"]
+    out = cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, fast=True, log=lambda _: None)
+    assert out[0].attrs["local_steps"] == "round/vectorized=True + FastLocalSGD/grouped/eager"
+
+
 # -------------------------------------------------------------------------------------- settings
 def test_settings_overrides_win_and_label_reduced_runs():
     s = cvar.settings("mnist", "paper")
