@@ -339,7 +339,7 @@ def test_table1_analysis_on_a_made_up_result():
             base = 0.84 if (a, g) == (1.0, 1.0) else 0.86 + (0.01 if (a, g) == (0.1, 0.1) else 0.0)
             for metric, cls, v in (("test_acc", -1, base), ("test_acc_class", 8, base + 0.02),
                                    ("test_acc_class", 9, 0.6 if a == 1 else 0.72)):
-                rows.append(dict(run_key=key, alpha=a, gamma=g, seed=seed, method=cvar._method(a, g), rounds=50,
+                rows.append(dict(run_key=key, alpha=a, gamma=g, seed=seed, method=cvar.method_of(a, g), rounds=50,
                                  round=50, metric=metric, **{"class": cls}, value=v + 0.001 * seed))
     ours = cvar.table1_ours(pd.DataFrame(rows))
     assert len(ours) == 20 * 3 * 3

@@ -1,0 +1,97 @@
+r"""Fed-CVaR-Avg (document 003, Algorithm 1) under a random access model (RAM).
+
+Symbols of the document
+-----------------------
+K            users, i = 1..K; each holds a private dataset D_i with N_i samples.
+rho_i        RAM probabilities (sum 1): each round the RAM relays exactly one user, I ~ rho, i.i.d.
+             across rounds. Neither the server nor the users know rho.
+f_i(theta)   user i's empirical loss (mean cross-entropy over D_i).
+alpha        CVaR level ("confidence level a"), alpha in (0, 1]; alpha = 1 is risk-neutral.
+gamma        trade-off between CVaR and expectation, gamma in [0, 1]; gamma = 1 is risk-neutral.
+t            CVaR threshold (the value-at-risk variable of (3)), trained jointly with theta; t^1 = 0.
+eta_theta,   step sizes of theta and t (plain SGD, a step after every minibatch).
+eta_t
+H            local epochs per round; B minibatch size; T rounds.
+
+The local objective (6) of user i is
+
+    G_i(theta, t) = (1 - gamma) [ t + (1/alpha) [f_i(theta) - t]_+ ] + gamma f_i(theta),
+
+estimated on a minibatch b by replacing f_i with the batch-mean loss F_b(theta) (as the authors' code
+does: the risk is over *users'* losses, the batch mean is the user-loss estimate). Its (sub)gradients,
+with the convention 1[F_b > t] (PyTorch's relu'(0) = 0), are
+
+    grad_theta G = ((1 - gamma)/alpha * 1[F_b > t] + gamma) grad_theta F_b,
+    d G / d t    = (1 - gamma) (1 - 1[F_b > t] / alpha).
+
+Algorithm 1 (FED-CVaR-AVG): every round n the RAM relays the (theta, t) of one user; the server
+broadcasts it; every user starts from it, runs H epochs of joint SGD on G_i and forwards the result
+to the RAM. Since the RAM discards all but one user's result and every user starts from the same
+broadcast, the global model obeys
+
+    (theta^{n+1}, t^{n+1}) = LocalSGD_{I_n}(theta^n, t^n),    I_n ~ rho i.i.d.,
+
+i.e. one SGD trajectory whose data source switches each round. We simulate exactly that: only the
+relayed user trains (the document's all-users loop, and the authors' MNIST script, train the K - 1
+others too and throw their results away; the FashionMNIST script already trains only the selected
+user). With alpha = 1, t stays at t^1 = 0 < F_b (a cross-entropy is positive), so the weight of
+grad F_b is exactly 1 and Algorithm 1 *is* FedAvg with one relayed user; the same holds for gamma = 1.
+
+Vectorization across runs
+-------------------------
+M runs (seeds x grid cells) are M stacked models trained in one computation. In each round every
+run draws its own relayed user from its own RAM stream and its minibatches from that user's data
+only. Users differ in size, so runs differ in their number of steps per round: the batch index
+tensor is (M, S, B) with S the largest step count of the round; each run's valid steps come first
+and later steps are masked (the model is left unchanged). A last, partial minibatch of an epoch is
+padded with a dummy sample whose label is ignored by the loss, so the batch mean is over its real
+samples only (the authors' DataLoader keeps partial batches; in the 30-user 2-D example a user has
+fewer samples than one batch).
+
+Randomness: one stream per (seed, concern) from `flkit.seeding`: "data" (split), "participation"
+(the RAM draws, through `flkit.participation.random_access_indices`), "init" (model
+initialisation) and "batch/<round>" (the minibatch order of a round), so a run's numbers do not
+depend on which other runs share its batch, and a run resumed from a checkpoint continues exactly.
+
+Modules
+-------
+objective     G, its (sub)gradients, the minibatch surrogate of the local steps
+algorithm     State, init, Users, make_batches, round (Algorithm 1 for M runs); FastLocalSGD
+ram           the RAM distributions of Fig. 2 and Table 1
+experiments   the document's settings and profiles, run configs, data and splits, run_batch, sweep
+report        the document's Table 1 beside ours, its claims checked, Figs. 2-4
+
+Everything below is also reachable as `flkit.cvar.<name>`.
+"""
+from __future__ import annotations
+
+from flkit.cvar.algorithm import EXTRAS, FastLocalSGD, State, Users, init, make_batches, round
+from flkit.cvar.experiments import (FIG2_PANELS, PAPER, PROFILES, Deadline, batch_group, blobs_split, build_model,
+                                    method_of, params_from_table, planned_steps, prepare, run_batch, run_configs,
+                                    settings, split_summary, store_for, sweep)
+from flkit.cvar.objective import IGNORE, G, cvar_loss, grad_G, objective, surrogate
+from flkit.cvar.ram import RHO_FIG2_K3, TABLE1_RARE_RHO, rho_fig2_k30, rho_for, rho_table1
+from flkit.cvar.report import (METHOD_COLORS, METHOD_LABELS, MNIST_CLAIMS, QUANTITIES, RARE_CLASSES, TABLE1_ALPHAS,
+                               TABLE1_GAMMAS, config_of, confirm_fig2, confirm_mnist, confirm_table1, curve_panel,
+                               decision_regions, fig2, fig2_accuracy, final_accuracies, mnist_figure,
+                               rare_classes_2d, table1_compare, table1_ours, table1_reference, table1_wide, titled)
+
+__all__ = [
+    # the objective
+    "G", "grad_G", "cvar_loss", "surrogate", "objective", "IGNORE",
+    # Algorithm 1
+    "State", "EXTRAS", "init", "round", "Users", "make_batches", "FastLocalSGD",
+    # RAM distributions
+    "RHO_FIG2_K3", "rho_fig2_k30", "rho_table1", "TABLE1_RARE_RHO", "rho_for",
+    # experiments
+    "FIG2_PANELS", "PAPER", "PROFILES", "settings", "method_of", "run_configs", "batch_group", "blobs_split",
+    "prepare", "build_model", "run_batch", "Deadline", "params_from_table", "sweep", "store_for", "planned_steps",
+    "split_summary",
+    # reading the results
+    "TABLE1_ALPHAS", "TABLE1_GAMMAS", "QUANTITIES", "RARE_CLASSES", "MNIST_CLAIMS", "table1_reference",
+    "table1_ours", "table1_compare", "table1_wide", "final_accuracies", "confirm_table1", "confirm_mnist",
+    "confirm_fig2", "fig2_accuracy",
+    # figures
+    "METHOD_LABELS", "METHOD_COLORS", "fig2", "mnist_figure", "curve_panel", "decision_regions", "rare_classes_2d",
+    "config_of", "titled",
+]

@@ -1,0 +1,465 @@
+"""The experiments of document 003 (Fig. 2, Figs. 3-4, Table 1): their settings under each profile, one
+config per run, the data and user split of a run, and running batches of runs (vectorized,
+checkpointed) through the results store."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from flkit.cvar import algorithm
+from flkit.cvar.algorithm import FastLocalSGD, State, Users, init, make_batches
+from flkit.cvar.ram import rho_for, rho_table1
+from flkit.seeding import resolve_device, rng, torch_gen
+
+FIG2_PANELS = {
+    # Fig. 2(a): 3 users, one class each; 2(b): user 3 gets an extra (4th) class; 2(c): 30 users, 3 classes.
+    "a": dict(centers=[[1.0, 1.0], [2.0, 3.0], [2.3, 1.5]], test_frac=0.2, assignment=[[0], [1], [2]],
+              rho="fig2-k3", rounds=4000),
+    "b": dict(centers=[[1.0, 1.0], [2.0, 3.0], [3.0, 1.5], [2.0, 0.5]], test_frac=0.1,
+              assignment=[[0], [1], [2, 3]], rho="fig2-k3", rounds=4000),
+    "c": dict(centers=[[1.0, 1.0], [2.0, 3.0], [2.3, 1.5]], test_frac=0.2,
+              assignment=[[0, 1]] * 24 + [[2]] * 6, rho="fig2-k30", rounds=25000),
+}
+
+# The document's setting of each experiment ("paper"), and what the other profiles change.
+PAPER = {
+    "synthetic_2d": dict(panels=["a", "b", "c"], rounds=None,  # None: each panel's own (4000, 4000, 25000)
+                         n_per_class=1000, std=0.1, data_seed=11, model="cvar_2d", hidden=64,
+                         epochs=10, batch_size=100, lr_theta=1e-3, lr_t=1e-3, gamma=0.1, alphas=[1.0, 0.1],
+                         seeds=[0, 1, 2], eval_every=None, rho_seed=0, authors_model_seeds=[0]),
+    "mnist": dict(dataset="mnist", settings=[0.9, 0.8], num_users=30, frequent_frac=0.9, model="cvar_mlp",
+                  epochs=10, batch_size=128, lr_theta=1e-3, lr_t=1e-4, rounds=4000,
+                  cells=[[0.3, 0.3]], seeds=[0, 1, 2, 3, 4], eval_every=10, t_every=1, rho_seed=0,
+                  train_subset=None, test_subset=None),
+    "fmnist": dict(dataset="fashion-mnist", settings=[0.8], num_users=30, frequent_frac=0.9, model="cvar_lenet",
+                   epochs=20, batch_size=128, lr_theta=1e-2, lr_t=5e-4, rounds=6000,
+                   gammas=[0.0, 0.1, 0.2, 0.3, 1.0], alphas=[1.0, 0.3, 0.2, 0.1], seeds=[0, 1, 2, 3, 4],
+                   eval_every=100, t_every=10, rho_seed=0, train_subset=None, test_subset=None),
+}
+PROFILES = {
+    "synthetic_2d": {"paper": {}, "reduced": dict(rounds=1000),
+                     "smoke": dict(rounds=15, seeds=[0], epochs=2)},
+    "mnist": {"paper": {}, "reduced": dict(rounds=1000, seeds=[0, 1, 2]),
+              "smoke": dict(rounds=12, seeds=[0, 1], epochs=1, eval_every=3, train_subset=3000,
+                            test_subset=1000, t_every=1)},
+    "fmnist": {"paper": {}, "reduced": dict(rounds=1000, seeds=[0, 1, 2]),
+               "smoke": dict(rounds=6, seeds=[0, 1], epochs=1, eval_every=3, train_subset=3000,
+                             test_subset=1000, gammas=[0.0, 0.1, 1.0], alphas=[1.0, 0.1])},
+}
+
+
+def settings(experiment: str, profile: str = "smoke", **overrides) -> dict:
+    """The settings of `experiment` ("synthetic_2d", "mnist", "fmnist") under `profile` ("smoke",
+    "reduced", "paper"), with `overrides` (papermill parameters; None means "the profile's value")
+    winning over the profile. Adds "label": "" when the result is the document's setting, else
+    "REDUCED: <what differs from the document>" (or "SMOKE: ..." for the smoke profile), which every
+    figure and table title must carry."""
+    if experiment not in PAPER:
+        raise ValueError(f"unknown experiment {experiment!r}; choose one of {sorted(PAPER)}")
+    if profile not in PROFILES[experiment]:
+        raise ValueError(f"unknown profile {profile!r} for {experiment}; choose one of {sorted(PROFILES[experiment])}")
+    s = copy.deepcopy(PAPER[experiment])
+    s.update(copy.deepcopy(PROFILES[experiment][profile]))
+    unknown = sorted(k for k, v in overrides.items() if v is not None and k not in s)
+    if unknown:
+        raise ValueError(f"unknown setting(s) {unknown} for {experiment}; known: {sorted(s)}")
+    s.update({k: v for k, v in overrides.items() if v is not None})
+    diff = [k for k in s if s[k] != PAPER[experiment][k]]
+    what = ", ".join(f"{k}={_short(s[k])} (document: {_short(PAPER[experiment][k])})" for k in diff)
+    s["label"] = "" if not diff else f"{'SMOKE' if profile == 'smoke' else 'REDUCED'}: {what}"
+    s["experiment"], s["profile"] = experiment, profile
+    return s
+
+
+def _short(v) -> str:
+    if v is None:
+        return "full"
+    if isinstance(v, list) and len(v) > 4 and all(isinstance(i, int) for i in v):
+        return f"{len(v)} seeds"
+    return str(v)
+
+
+def method_of(alpha: float, gamma: float) -> str:
+    return "fedavg" if alpha == 1 or gamma == 1 else "fed-cvar-avg"
+
+
+def run_configs(s: Mapping) -> list[dict]:
+    """One JSON-able config per run for the settings `s` (from `settings`). Risk-neutral cells
+    (alpha = 1 or gamma = 1) are one run, stored as FedAvg with alpha = gamma = 1: Algorithm 1 is then
+    exactly FedAvg (tests/test_cvar.py::test_reduces_to_fedavg), so the nine risk-neutral cells of
+    Table 1 share that run."""
+    exp = s["experiment"]
+    common = dict(doc="003", experiment=exp, model=s["model"], epochs=s["epochs"], batch_size=s["batch_size"],
+                  lr_theta=s["lr_theta"], lr_t=s["lr_t"], t0=0.0, code_version=1)
+    out = []
+    if exp == "synthetic_2d":
+        for panel in s["panels"]:
+            P = FIG2_PANELS[panel]
+            rounds = s["rounds"] or P["rounds"]
+            runs = [(seed, False) for seed in s["seeds"]] + [(seed, True) for seed in s["authors_model_seeds"]]
+            for alpha in s["alphas"]:
+                a, g = (1.0, 1.0) if method_of(alpha, s["gamma"]) == "fedavg" else (alpha, s["gamma"])
+                for seed, quirks in runs:
+                    out.append(dict(common, panel=panel, centers=P["centers"], n_per_class=s["n_per_class"],
+                                    std=s["std"], data_seed=s["data_seed"], test_frac=P["test_frac"],
+                                    assignment=P["assignment"], hidden=s["hidden"], authors_model=quirks,
+                                    rho=rho_for(P["rho"]).tolist(), rho_name=P["rho"], rounds=rounds,
+                                    eval_every=s["eval_every"] or max(1, rounds // 200),
+                                    method=method_of(a, g), alpha=a, gamma=g, seed=seed, save_params=True))
+        return out
+    rho = rho_table1(s["rho_seed"]).tolist()
+    if exp == "mnist":
+        cells = [(1.0, 1.0)] + [tuple(c) for c in s["cells"]]
+    else:
+        cells = sorted({(1.0, 1.0) if method_of(a, g) == "fedavg" else (a, g)
+                        for g in s["gammas"] for a in s["alphas"]}, key=lambda c: (c != (1.0, 1.0), c[1], -c[0]))
+    for r in s["settings"]:
+        for a, g in cells:
+            for seed in s["seeds"]:
+                out.append(dict(common, dataset=s["dataset"], num_users=s["num_users"],
+                                frequent_frac=s["frequent_frac"], pattern_frac=r, rho=rho,
+                                rho_name=f"table1@{s['rho_seed']}", rounds=s["rounds"], eval_every=s["eval_every"],
+                                t_every=s["t_every"],
+                                train_subset=s["train_subset"], test_subset=s["test_subset"],
+                                method=method_of(a, g), alpha=a, gamma=g, seed=seed))
+    return out
+
+
+_VARY = {"alpha", "gamma", "method", "seed", "pattern_frac", "frequent_frac", "rho", "rho_name", "assignment",
+         "save_params"}
+
+
+def batch_group(config: Mapping) -> dict:
+    """Fields that runs sharing one vectorized computation must agree on (same data, model, schedule)."""
+    return {k: v for k, v in config.items() if k not in _VARY}
+
+
+# ================================================================================================
+# Data
+# ================================================================================================
+_DATA_CACHE: dict = {}
+
+
+def _image_data(name: str, train_subset, test_subset, device) -> tuple:
+    key = (name, train_subset, test_subset, str(device))
+    if key not in _DATA_CACHE:
+        from flkit import datasets
+        d = datasets.load(name)
+        xtr, ytr, xte, yte = d.x_train, d.y_train, d.x_test, d.y_test
+        # Fixed subsets (smoke profile only): the same samples whatever the run's seed.
+        if train_subset:
+            keep = torch.as_tensor(np.sort(rng(0, "subset/train").permutation(len(ytr))[:train_subset]))
+            xtr, ytr = xtr[keep], ytr[keep]
+        if test_subset:
+            keep = torch.as_tensor(np.sort(rng(0, "subset/test").permutation(len(yte))[:test_subset]))
+            xte, yte = xte[keep], yte[keep]
+        _DATA_CACHE.clear()
+        _DATA_CACHE[key] = tuple(t.to(device) for t in (xtr, ytr, xte, yte)) + (len(d.classes),)
+    return _DATA_CACHE[key]
+
+
+def blobs_split(config: Mapping) -> tuple[torch.Tensor, ...]:
+    """The 2-D data of a Fig. 2 panel: the authors' points (sklearn make_blobs, random_state=11,
+    1000 per class, std 0.1) and their train/test split (train_test_split, random_state=11)."""
+    from sklearn.model_selection import train_test_split
+
+    from flkit.datasets import blobs_2d
+    X, y = blobs_2d(config["centers"], config["n_per_class"], config["std"], config["data_seed"], sklearn_seed=True)
+    xtr, xte, ytr, yte = train_test_split(X.numpy(), y.numpy(), test_size=config["test_frac"],
+                                          random_state=config["data_seed"])
+    return tuple(torch.as_tensor(a) for a in (xtr, ytr, xte, yte))
+
+
+def prepare(configs: Sequence[Mapping], device) -> dict:
+    """Shared data and each run's user split for a batch of runs (same `batch_group`)."""
+    from flkit import partition
+    c0 = configs[0]
+    if c0["experiment"] == "synthetic_2d":
+        xtr, ytr, xte, yte = (t.to(device) for t in blobs_split(c0))
+        C = len(c0["centers"])
+        parts = [partition.user_classes(ytr.cpu(), c["assignment"], seed=c["seed"]) for c in configs]
+    else:
+        xtr, ytr, xte, yte, C = _image_data(c0["dataset"], c0["train_subset"], c0["test_subset"], device)
+        parts = [partition.rare_users(ytr.cpu(), c["num_users"], c["frequent_frac"], c["pattern_frac"], seed=c["seed"])
+                 for c in configs]
+    return dict(x_train=xtr, y_train=ytr, x_test=xte, y_test=yte, num_classes=C, partitions=parts)
+
+
+def build_model(config: Mapping) -> torch.nn.Module:
+    from flkit import models
+    if config["model"] == "cvar_2d":
+        quirks = bool(config.get("authors_model"))  # the notebooks' zero init + double softmax
+        return models.build("cvar_2d", num_classes=len(config["centers"]), hidden=config["hidden"],
+                            zero_init=quirks, double_softmax=quirks)
+    return models.build(config["model"])
+
+
+# ================================================================================================
+# Running a batch of runs (vectorized), with checkpoints
+# ================================================================================================
+class Deadline(RuntimeError):
+    """Raised by `run_batch` when it stopped before the deadline; its state is checkpointed."""
+
+
+def _eval_rows(model, params, data, m_range, n, rows, per_class=True):
+    from flkit.engine import evaluate, per_class_accuracy
+    loss, acc = evaluate(model, params, data["x_test"], data["y_test"], batch_size=2048)
+    loss, acc = loss.tolist(), acc.tolist()
+    pc = per_class_accuracy(model, params, data["x_test"], data["y_test"], data["num_classes"],
+                            batch_size=2048).tolist() if per_class else None
+    for m in m_range:
+        rows.append((m, n, "test_loss", loss[m], -1))
+        rows.append((m, n, "test_acc", acc[m], -1))
+        if pc is not None:
+            for c, v in enumerate(pc[m]):
+                rows.append((m, n, "test_acc_class", v, c))
+
+
+def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str | os.PathLike | None = None,
+              checkpoint_every_s: float = 300.0, deadline: float | None = None, progress: bool = True,
+              vectorized: bool | str = True, log: Callable[[str], None] = print,
+              cpu_threads: int | None = 1, fast: bool = True) -> list[pd.DataFrame]:
+    """Run M configs (one `batch_group`) as M stacked models; returns one tidy table per run.
+
+    Table rows: (round, metric, value, class): "t" (the global threshold) every `t_every` rounds
+    (default: `eval_every`) and "test_loss", "test_acc", "test_acc_class" (per class) of the global
+    model every `eval_every` rounds, both also at rounds 0 and T; "param" rows (name in column "name", flat index in "class") of the final model when
+    a config has save_params.
+
+    checkpoint_dir: where the batch's mid-run state is saved (every `checkpoint_every_s` seconds and
+    when stopping at `deadline`, a `time.time()` value); a later call with the same configs continues
+    from it. Raises `Deadline` when it stops early.
+
+    cpu_threads: torch threads while running on the CPU (restored afterwards). One thread is the
+    fastest for these small models, by far on a shared machine (spinning OpenMP threads); None: leave as is.
+
+    fast: train with `FastLocalSGD` (batched objective, in-place SGD, CUDA graphs on a GPU; the default,
+    which produced the book's numbers) instead of `round` (`flkit.engine.local_train`, the reference).
+    The two agree to float rounding (tests/test_cvar.py); the engine itself rounds differently in steps
+    where some runs are masked, so bit-for-bit identity between them is not expected.
+    """
+    if resolve_device(device).type == "cpu" and cpu_threads:
+        old = torch.get_num_threads()
+        torch.set_num_threads(cpu_threads)
+        try:
+            return run_batch(configs, device, checkpoint_dir=checkpoint_dir, checkpoint_every_s=checkpoint_every_s,
+                             deadline=deadline, progress=progress, vectorized=vectorized, log=log, cpu_threads=None,
+                             fast=fast)
+        finally:
+            torch.set_num_threads(old)
+    from flkit.engine import stack
+    from flkit.participation import random_access_indices
+    from flkit.results import config_key
+
+    configs = [dict(c) for c in configs]
+    groups = {json.dumps(batch_group(c), sort_keys=True) for c in configs}
+    if len(groups) != 1:
+        raise ValueError("run_batch needs configs that agree on everything but alpha, gamma, seed and the split")
+    dev = resolve_device(device)
+    c0, M, T = configs[0], len(configs), configs[0]["rounds"]
+    data = prepare(configs, dev)
+    model = build_model(c0).to(dev)
+    users = Users.from_partitions(data["partitions"], dev)
+    ram = torch.as_tensor(np.stack([random_access_indices(c["rho"], T, c["seed"]) for c in configs], 1),
+                          device=dev)  # (T, M)
+    keys = [config_key(c) for c in configs]
+    ckpt = Path(checkpoint_dir) / f"batch-{config_key({'runs': keys})}.pt" if checkpoint_dir else None
+
+    if ckpt is not None and ckpt.is_file():
+        saved = torch.load(ckpt, map_location=dev, weights_only=False)
+        if saved["keys"] != keys:
+            raise RuntimeError(f"checkpoint {ckpt} belongs to other runs")
+        state, rows, steps_done = State(saved["params"], saved["round"]), saved["rows"], saved["steps"]
+        elapsed_before = saved.get("elapsed_s", 0.0)  # compute time of the earlier pieces
+        paths_before = saved.get("local_steps", [])    # and how they computed
+        log(f"resuming {M} runs from round {state.round} of {T} ({ckpt.name})")
+    else:
+        theta = [stack(model, 1, torch_gen(c["seed"], "init")) for c in configs]
+        theta = {k: torch.cat([t[k] for t in theta]).to(dev) for k in theta[0]}
+        state = init(theta, [c["alpha"] for c in configs], [c["gamma"] for c in configs], c0["t0"])
+        rows, steps_done, elapsed_before, paths_before = [], 0, 0.0, []
+        _eval_rows(model, state.params, data, range(M), 0, rows)
+        rows += [(m, 0, "t", float(v), -1) for m, v in enumerate(state.t.tolist())]
+
+    t_hist: list = []
+
+    def flush_t():
+        for r, tt in t_hist:
+            rows.extend((m, r, "t", float(v), -1) for m, v in enumerate(tt.tolist()))
+        t_hist.clear()
+
+    def save_checkpoint():
+        if ckpt is None:
+            return
+        flush_t()
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ckpt.with_name(ckpt.name + ".tmp")
+        torch.save({"keys": keys, "round": state.round, "params": {k: v.cpu() for k, v in state.params.items()},
+                    "rows": rows, "steps": steps_done, "elapsed_s": elapsed_before + time.time() - t_start,
+                    "local_steps": paths}, tmp)
+        os.replace(tmp, ckpt)
+
+    eval_every, lr_theta, lr_t = c0["eval_every"], c0["lr_theta"], c0["lr_t"]
+    t_every = c0.get("t_every") or eval_every
+    trainer = None
+    if fast:
+        trainer = FastLocalSGD(model, state.params, data["x_train"], data["y_train"], c0["batch_size"],
+                               lr_theta, lr_t, log=log)
+        state = State(trainer.P, state.round)
+        log(f"local steps: FastLocalSGD ({trainer.backend}, {'CUDA graph' if trainer.graph is not None else 'eager'})")
+    path = (f"FastLocalSGD/{trainer.backend}/{'graph' if trainer.graph is not None else 'eager'}"
+            if trainer is not None else f"round/vectorized={vectorized}")
+    paths = paths_before + [path] if path not in paths_before else paths_before  # every piece's path
+    start_round, t_start, last_ckpt = state.round, time.time(), time.time()
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=T, initial=state.round, desc=f"{c0['experiment']}: {M} runs", unit="round",
+                   mininterval=5.0)
+    while state.round < T:
+        n = state.round
+        gens = [torch_gen(c["seed"], f"batch/{n}", dev) for c in configs]
+        if trainer is None:
+            state, diag = algorithm.round(state, model, data["x_train"], data["y_train"], users, ram[n],
+                                          lr_theta=lr_theta, lr_t=lr_t, epochs=c0["epochs"],
+                                          batch_size=c0["batch_size"], generators=gens, vectorized=vectorized)
+            steps_done += int(diag["steps"].max())
+        else:
+            pool, size = users.relayed(ram[n])
+            batches, steps = make_batches(pool, size, c0["epochs"], c0["batch_size"], gens)
+            trainer.train(batches, steps)
+            state = State(trainer.P, n + 1)
+            steps_done += batches.shape[1]
+        if state.round % t_every == 0 or state.round == T:
+            t_hist.append((state.round, state.t.clone()))  # no device sync here
+        if state.round % eval_every == 0 or state.round == T:
+            _eval_rows(model, state.params, data, range(M), state.round, rows)
+            flush_t()
+        if bar is not None:
+            bar.update(1)
+        now = time.time()
+        per_round = (now - t_start) / max(1, state.round - start_round)
+        if deadline is not None and state.round < T and now + 2 * per_round + 10 > deadline:
+            save_checkpoint()
+            if bar is not None:
+                bar.close()
+            raise Deadline(f"stopped at round {state.round} of {T} (checkpoint {ckpt})")
+        if now - last_ckpt > checkpoint_every_s:
+            save_checkpoint()
+            last_ckpt = now
+    if bar is not None:
+        bar.close()
+    wall = time.time() - t_start
+    done = T - start_round
+    if done:
+        log(f"throughput: {M} runs x {done} rounds in {wall:.1f} s on {dev}: {done / wall:.2f} rounds/s, "
+            f"{M * done / wall:.1f} run-rounds/s, {steps_done / max(wall, 1e-9):.0f} local steps/s "
+            f"(x{M} models)")
+
+    frame = pd.DataFrame(rows, columns=["run", "round", "metric", "value", "class"])
+    tables = []
+    for m, c in enumerate(configs):
+        tab = frame[frame["run"] == m].drop(columns="run").reset_index(drop=True)
+        tab["name"] = ""
+        if c.get("save_params"):
+            extra = [(0, "param", float(v), i, k) for k, p in state.theta.items()
+                     for i, v in enumerate(p[m].reshape(-1).tolist())]
+            tab = pd.concat([tab, pd.DataFrame(extra, columns=["round", "metric", "value", "class", "name"])],
+                            ignore_index=True)
+            tab.loc[tab["metric"] == "param", "round"] = T
+        tab.attrs["wall_time_s"] = elapsed_before + wall  # all pieces of a resumed batch
+        tab.attrs["local_steps"] = " + ".join(paths)
+        tables.append(tab)
+    if ckpt is not None and ckpt.is_file():
+        ckpt.unlink()
+    return tables
+
+
+def params_from_table(table: pd.DataFrame, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The final model saved in a run's table ("param" rows), as a stacked (1, ...) params dict."""
+    rows = table[table["metric"] == "param"]
+    out = {}
+    for k, p in model.named_parameters():
+        v = rows[rows["name"] == k].sort_values("class")["value"].to_numpy(dtype=np.float32)
+        out[k] = torch.as_tensor(v).reshape(1, *p.shape)
+    return out
+
+
+# ================================================================================================
+# Sweeps through the results store
+# ================================================================================================
+def store_for(s: Mapping, root: str | os.PathLike | None = None):
+    """The results store of an experiment: results/cvar/<experiment>/ (smoke runs: results/tmp/cvar/...,
+    git-ignored). `root` replaces results/cvar (e.g. the sweep script's --out)."""
+    from flkit.results import Store, book_store
+    if root is not None:
+        return Store(Path(root) / s["experiment"])
+    if s["profile"] == "smoke":
+        return Store(book_store("tmp").root / "cvar" / s["experiment"])
+    return Store(book_store("cvar").root / s["experiment"])
+
+
+def sweep(s: Mapping, *, root=None, device="auto", compute_missing: bool = True, deadline: float | None = None,
+          batch_size: int | None = None, progress: bool = True, vectorized: bool | str = True) -> pd.DataFrame:
+    """All runs of settings `s`: stored results are read, missing ones computed (vectorized, in batches
+    of at most `batch_size` runs per `batch_group`) and stored. Returns the joined tidy table
+    (`flkit.results.Store.load_many`: config fields as columns)."""
+    from flkit.results import sweep_batched
+    store = store_for(s, root)
+    configs = run_configs(s)
+    missing = [c for c in configs if not store.done(c)]
+    if missing and not compute_missing:
+        raise FileNotFoundError(f"{len(missing)} of {len(configs)} runs of {s['experiment']} ({s['profile']}) are not in "
+                                f"{store.root}; run scripts/cvar_sweep.py or set compute_missing=True")
+    print(f"{s['experiment']} ({s['profile']}): {len(configs) - len(missing)} of {len(configs)} runs stored in "
+          f"{store.root}, {len(missing)} to compute")
+    ckpt_dir = store.root.parent / "checkpoints"
+    dev = resolve_device(device)
+
+    def fn_many(batch):
+        return run_batch(batch, dev, checkpoint_dir=ckpt_dir, deadline=deadline, progress=progress,
+                         vectorized=vectorized)
+
+    return sweep_batched(configs, fn_many, store, batch_size=batch_size, progress=False,
+                         group_by=lambda c: batch_group(c), device=str(dev))
+
+
+def planned_steps(configs: Sequence[Mapping], rounds: int | None = None) -> np.ndarray:
+    """Local steps of each round of a batch of runs (no training): S_n = max over runs of
+    H ceil(N_{I_n} / B), from the runs' splits and RAM draws. Shape (rounds,)."""
+    from flkit.participation import random_access_indices
+    c0 = configs[0]
+    T = rounds or c0["rounds"]
+    data = prepare(configs, "cpu")
+    sizes = np.stack([p.sizes for p in data["partitions"]])                           # (M, K)
+    ram = np.stack([random_access_indices(c["rho"], c0["rounds"], c["seed"])[:T] for c in configs], 1)  # (T, M)
+    per = c0["epochs"] * -(-sizes // c0["batch_size"])                               # (M, K)
+    return per[np.arange(len(configs))[None, :], ram].max(1)
+
+
+def split_summary(s: Mapping, seed: int = 0) -> pd.DataFrame:
+    """Who holds what under settings `s` (image experiments): per (r, user group) the users, their
+    classes, samples per user (min-max) and their total RAM probability."""
+    from flkit import partition
+    rows = []
+    configs = {c["pattern_frac"]: c for c in run_configs(s) if c["seed"] == seed}
+    for r, c in configs.items():
+        _, ytr, _, _, _ = _image_data(c["dataset"], c["train_subset"], c["test_subset"], "cpu")
+        p = partition.rare_users(ytr, c["num_users"], c["frequent_frac"], r, seed=seed)
+        rho = np.asarray(c["rho"])
+        F = int(np.rint(c["frequent_frac"] * c["num_users"]))
+        for name, users in (("frequent", range(F)), ("rare", range(F, c["num_users"]))):
+            users = list(users)
+            cls = [int(c) for c in np.flatnonzero(p.counts[users].sum(0))]
+            rows.append(dict(r=r, group=name, users=f"{users[0]}-{users[-1]}", classes=str(cls),
+                             samples_per_user=f"{p.sizes[users].min()}-{p.sizes[users].max()}",
+                             rho_total=rho[users].sum()))
+    return pd.DataFrame(rows)

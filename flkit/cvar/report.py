@@ -1,0 +1,312 @@
+"""Reading the stored runs of document 003: the document's Table 1 beside ours, the document's claims
+checked on our numbers, and the figures (Fig. 2 decision regions, Figs. 3-4 curves)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+
+from flkit.cvar.experiments import blobs_split, build_model, method_of, params_from_table
+
+# Table 1 of the document (FashionMNIST), copied from the seed text: for each gamma, then each alpha in
+# (1.0, 0.3, 0.2, 0.1): (overall, pattern 1, pattern 2) as (mean, +-). tests/test_cvar.py re-reads the
+# seed text and checks every number.
+_DOC_TABLE1 = {
+    0.0: [(85.147, 0.546, 85.473, 1.548, 61.041, 3.554), (86.157, 0.559, 88.323, 1.140, 67.164, 3.344),
+          (86.453, 0.592, 88.736, 1.472, 68.926, 2.716), (86.089, 0.923, 87.536, 2.449, 70.601, 3.523)],
+    0.1: [(84.895, 0.605, 84.583, 1.597, 59.649, 3.795), (86.276, 0.519, 88.353, 1.058, 66.676, 2.883),
+          (86.432, 0.653, 88.619, 1.674, 68.801, 2.835), (86.546, 0.540, 88.681, 1.454, 71.681, 2.419)],
+    0.2: [(84.783, 0.474, 84.533, 1.294, 59.223, 2.580), (86.174, 0.552, 88.029, 1.572, 66.372, 3.116),
+          (86.110, 0.573, 88.061, 1.663, 67.659, 3.156), (86.132, 0.860, 88.093, 1.990, 69.698, 4.351)],
+    0.3: [(84.983, 0.419, 84.969, 1.042, 60.330, 2.104), (86.036, 0.483, 87.611, 1.316, 65.958, 2.492),
+          (86.263, 0.517, 88.300, 1.772, 68.076, 3.054), (86.197, 0.533, 87.776, 2.026, 69.883, 2.674)],
+    1.0: [(84.915, 0.497, 84.514, 1.620, 60.252, 3.074), (84.822, 0.630, 84.481, 2.003, 59.008, 3.138),
+          (84.916, 0.454, 85.459, 2.870, 60.805, 2.399), (84.956, 0.462, 85.561, 1.443, 59.839, 3.168)],
+}
+TABLE1_ALPHAS = (1.0, 0.3, 0.2, 0.1)
+TABLE1_GAMMAS = (0.0, 0.1, 0.2, 0.3, 1.0)
+QUANTITIES = ("overall", "pattern 1", "pattern 2")
+RARE_CLASSES = {0.9: (9,), 0.8: (8, 9)}  # r -> the rare users' classes (pattern 1 = 8, pattern 2 = 9)
+
+
+def table1_reference() -> pd.DataFrame:
+    """The document's Table 1 as a tidy frame: gamma, alpha, quantity, value (mean %), sd (the +-)."""
+    rows = []
+    for g, cells in _DOC_TABLE1.items():
+        for a, cell in zip(TABLE1_ALPHAS, cells):
+            for q, (mean, sd) in zip(QUANTITIES, zip(cell[0::2], cell[1::2])):
+                rows.append(dict(gamma=g, alpha=a, quantity=q, value=mean, sd=sd))
+    return pd.DataFrame(rows)
+
+
+def final_accuracies(df: pd.DataFrame, last_frac: float = 0.0) -> pd.DataFrame:
+    """Per run: overall and per-class test accuracy (in %) of the global model at the last round
+    (last_frac=0), or averaged over the evaluations in the last `last_frac` of the rounds.
+    Columns: the run's config fields (alpha, gamma, seed, pattern_frac, method), metric, class, value."""
+    keep = df[df["metric"].isin(["test_acc", "test_acc_class"])].copy()
+    T = keep["rounds"].max()
+    lo = T - last_frac * T if last_frac else T
+    keep = keep[keep["round"] >= lo]
+    cols = [c for c in ("run_key", "method", "alpha", "gamma", "seed", "pattern_frac") if c in keep.columns]
+    out = keep.groupby(cols + ["metric", "class"], as_index=False)["value"].mean()
+    out["value"] *= 100
+    return out
+
+
+def table1_ours(df: pd.DataFrame) -> pd.DataFrame:
+    """Our Table 1 from the stored fmnist runs: one row per (gamma, alpha, quantity, seed), final-round
+    accuracy in %. The risk-neutral cells (alpha = 1 or gamma = 1) all show the FedAvg run."""
+    acc = final_accuracies(df)
+    acc["quantity"] = np.select([acc["metric"] == "test_acc", acc["class"] == 8, acc["class"] == 9],
+                                list(QUANTITIES), default="")
+    acc = acc[acc["quantity"] != ""]
+    gammas = sorted((set(TABLE1_GAMMAS) | set(acc["gamma"])) - {1.0}) + [1.0]
+    alphas = sorted(set(TABLE1_ALPHAS) | set(acc["alpha"]), reverse=True)
+    rows = []
+    for g in gammas:
+        for a in alphas:
+            run = (1.0, 1.0) if method_of(a, g) == "fedavg" else (a, g)
+            sel = acc[(acc["alpha"] == run[0]) & (acc["gamma"] == run[1])]
+            if len(sel):
+                rows.append(sel.assign(gamma=g, alpha=a)[["gamma", "alpha", "quantity", "seed", "value"]])
+    return pd.concat(rows, ignore_index=True)
+
+
+def table1_compare(ours: pd.DataFrame) -> pd.DataFrame:
+    """Document vs ours, cell by cell: gamma, alpha, quantity, document (mean), document sd, ours
+    (mean over seeds), ours sd (ddof=1), n (seeds), difference = ours - document."""
+    from flkit.plots import reference_table
+    ref = table1_reference().rename(columns={"sd": "document sd"})
+    out = reference_table(ours, ref, on=["gamma", "alpha", "quantity"], value="value")
+    cols = ["gamma", "alpha", "quantity", "document", "document sd", "ours", "ours sd", "n", "difference"]
+    return out[cols + [c for c in out.columns if c not in cols]]
+
+
+def table1_wide(cmp: pd.DataFrame, decimals: int = 2) -> pd.DataFrame:
+    """The comparison laid out like the document's table: rows gamma, columns (alpha, quantity), each
+    cell "ours +- sd | doc (diff)"."""
+    def cell(r):
+        if not np.isfinite(r["ours"]):
+            return f"— | {r['document']:.{decimals}f}"
+        return (f"{r['ours']:.{decimals}f} ± {r['ours sd']:.{decimals}f} | {r['document']:.{decimals}f} "
+                f"({r['difference']:+.{decimals}f})")
+    wide = cmp.assign(cell=cmp.apply(cell, axis=1)).pivot_table(
+        index="gamma", columns=["alpha", "quantity"], values="cell", aggfunc="first")
+    return wide.reindex(columns=[(a, q) for a in TABLE1_ALPHAS for q in QUANTITIES if (a, q) in wide.columns])
+
+
+def confirm_table1(ours: pd.DataFrame) -> pd.DataFrame:
+    """The document's reading of Table 1, checked on our numbers (means over seeds)."""
+    m = ours.groupby(["gamma", "alpha", "quantity"])["value"].mean()
+    overall = m.xs("overall", level="quantity")
+    best = overall.idxmax()
+    fed = {q: m[(1.0, 1.0, q)] for q in QUANTITIES}
+    cell = {q: m.get((0.1, 0.1, q), np.nan) for q in QUANTITIES}
+    aware = [(g, a) for g, a in overall.index if g < 1 and a < 1]
+    rows = [
+        dict(claim="best overall cell is (gamma, alpha) = (0.1, 0.1)", document="(0.1, 0.1): 86.55",
+             ours=f"({best[0]}, {best[1]}): {overall[best]:.2f}", confirmed=bool(best == (0.1, 0.1))),
+        dict(claim="pattern 2: from ~60 % (FedAvg) to > 71 % at (0.1, 0.1)", document="60.25 -> 71.68",
+             ours=f"{fed['pattern 2']:.2f} -> {cell['pattern 2']:.2f}",
+             confirmed=bool(cell["pattern 2"] > 71 and fed["pattern 2"] < cell["pattern 2"])),
+        dict(claim="pattern 1 also improves over FedAvg at (0.1, 0.1)", document="84.51 -> 88.68",
+             ours=f"{fed['pattern 1']:.2f} -> {cell['pattern 1']:.2f}",
+             confirmed=bool(cell["pattern 1"] > fed["pattern 1"])),
+        dict(claim="pattern 2 is harder than pattern 1 for FedAvg", document="60.25 < 84.51",
+             ours=f"{fed['pattern 2']:.2f} vs {fed['pattern 1']:.2f}",
+             confirmed=bool(fed["pattern 2"] < fed["pattern 1"])),
+        dict(claim="every risk-aware cell (gamma < 1, alpha < 1) beats FedAvg overall", document="12 of 12",
+             ours=f"{sum(overall[c] > fed['overall'] for c in aware)} of {len(aware)}",
+             confirmed=bool(all(overall[c] > fed["overall"] for c in aware))),
+    ]
+    return pd.DataFrame(rows)
+
+
+# Figs. 3-4: the document's reading ("from around 50 % (Fig. 3(c)), 60 % (Fig. 4(c)) and 30 % (Fig. 4(d))
+# to over 80 %").
+MNIST_CLAIMS = [(0.9, 9, "Fig. 3(c)", 50.0), (0.8, 8, "Fig. 4(c)", 60.0), (0.8, 9, "Fig. 4(d)", 30.0)]
+
+
+def confirm_mnist(df: pd.DataFrame, last_frac: float = 0.1) -> pd.DataFrame:
+    """The document's reading of Figs. 3-4 checked on our runs: test accuracy on each rare class
+    (mean over the evaluations of the last `last_frac` of the rounds, then over seeds), FedAvg vs
+    Fed-CVaR-Avg; and the overall accuracy."""
+    acc = final_accuracies(df, last_frac)
+    rows = []
+    for r, c, fig, doc_from in MNIST_CLAIMS:
+        if r not in set(acc["pattern_frac"]):
+            continue
+        sel = acc[(acc["pattern_frac"] == r) & (acc["metric"] == "test_acc_class") & (acc["class"] == c)]
+        fed = sel[sel["method"] == "fedavg"].set_index("seed")["value"]
+        prop = sel[sel["method"] == "fed-cvar-avg"].set_index("seed")["value"]
+        rows.append(dict(figure=fig, r=r, rare_class=c, document=f"~{doc_from:.0f} % -> > 80 %",
+                         fedavg=fed.mean(), fed_cvar_avg=prop.mean(), seeds=len(prop),
+                         better_every_seed=bool((prop - fed).dropna().gt(0).all()),
+                         confirmed=bool(prop.mean() > 80 and prop.mean() > fed.mean())))
+    for r in sorted(set(acc["pattern_frac"]), reverse=True):
+        sel = acc[(acc["pattern_frac"] == r) & (acc["metric"] == "test_acc")]
+        fed = sel[sel["method"] == "fedavg"].set_index("seed")["value"]
+        prop = sel[sel["method"] == "fed-cvar-avg"].set_index("seed")["value"]
+        rows.append(dict(figure="Fig. 3(b)" if r == 0.9 else "Fig. 4(b)", r=r, rare_class="overall",
+                         document="Algorithm 1 better overall", fedavg=fed.mean(), fed_cvar_avg=prop.mean(),
+                         seeds=len(prop), better_every_seed=bool((prop - fed).dropna().gt(0).all()),
+                         confirmed=bool(prop.mean() > fed.mean())))
+    return pd.DataFrame(rows)
+
+
+# ================================================================================================
+# Figures
+# ================================================================================================
+METHOD_LABELS = {"fedavg": "FedAvg (alpha = 1)", "fed-cvar-avg": "Fed-CVaR-Avg"}
+METHOD_COLORS = {"fedavg": "tab:blue", "fed-cvar-avg": "tab:red"}
+
+
+def curve_panel(ax, df: pd.DataFrame, metric: str, cls: int | None = None, smooth: float = 0.9,
+                scale: float = 1.0, title: str = ""):
+    """Learning curves of FedAvg and Fed-CVaR-Avg on `ax`: each run raw (faint), and the mean over seeds
+    of the EMA-smoothed runs (`flkit.plots.smooth_ema`, weight `smooth` per evaluation) with a +-1 sd band."""
+    from flkit.plots import curves
+    sel = df[df["metric"] == metric]
+    if cls is not None:
+        sel = sel[sel["class"] == cls]
+    sel = sel.assign(value=sel["value"] * scale)
+    for (method, _), run in sel.groupby(["method", "seed"]):
+        ax.plot(run["round"], run["value"], color=METHOD_COLORS[method], alpha=0.12, lw=0.6)
+    curves(sel, hue="method", ax=ax, smooth=smooth, band="sd", units="seed", label_map=METHOD_LABELS,
+           palette=METHOD_COLORS, order=[m for m in ("fedavg", "fed-cvar-avg") if m in set(sel["method"])])
+    ax.set_title(title, fontsize=9)
+    ax.set_ylabel("")
+    if scale == 100:  # accuracies in %: the sd band must not suggest values outside [0, 100]
+        ax.set_ylim(-2, 102)
+    return ax
+
+
+def decision_regions(ax, model: torch.nn.Module, params: Mapping[str, torch.Tensor], X: torch.Tensor,
+                     y: torch.Tensor, step: float = 0.02, cmap: str = "viridis"):
+    """Decision regions of one model (params stacked with M = 1) on a `step` grid (the authors' 0.02),
+    with the points (x: test set, coloured by class)."""
+    from flkit.engine import grouped_forward
+    X, y = X.cpu(), y.cpu()
+    lo, hi = X.min(0).values - 0.5, X.max(0).values + 0.5
+    gx, gy = torch.meshgrid(torch.arange(lo[0], hi[0], step), torch.arange(lo[1], hi[1], step), indexing="xy")
+    grid = torch.stack([gx.reshape(-1), gy.reshape(-1)], 1)
+    with torch.no_grad():
+        pred = grouped_forward(model, {k: v.cpu() for k, v in params.items()}, grid, shared=True)[0].argmax(-1)
+    C = int(y.max()) + 1
+    ax.contourf(gx, gy, pred.reshape(gx.shape).float(), levels=np.arange(C + 1) - 0.5, cmap=cmap, alpha=0.3)
+    ax.scatter(X[:, 0], X[:, 1], c=y, cmap=cmap, vmin=0, vmax=C - 1, s=4, edgecolors="none")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return ax
+
+
+def rare_classes_2d(config: Mapping) -> list[int]:
+    """Classes held by the least available user(s) of a Fig. 2 panel (the last user's classes)."""
+    return sorted(set(config["assignment"][-1]))
+
+
+def fig2(df: pd.DataFrame, authors_model: bool = False, seed: int = 0, title: str = ""):
+    """Fig. 2 layout: one row per panel, Left FedAvg (alpha = 1) | Center RAM distribution | Right
+    Fed-CVaR-Avg (alpha = 0.1, gamma = 0.1): decision regions of the final global model of run `seed`
+    over all the panel's points (train and test), coloured by class."""
+    import matplotlib.pyplot as plt
+    sub = df[(df["authors_model"] == authors_model) & (df["seed"] == seed)]
+    panels = sorted(sub["panel"].unique())
+    fig, axes = plt.subplots(len(panels), 3, figsize=(10, 3.1 * len(panels)), squeeze=False,
+                             gridspec_kw={"width_ratios": [1, 0.8, 1]})
+    for row, panel in zip(axes, panels):
+        runs = sub[sub["panel"] == panel]
+        cfg = config_of(runs[runs["method"] == "fedavg"])
+        xtr, ytr, xte, yte = blobs_split(cfg)
+        X, y = torch.cat([xtr, xte]), torch.cat([ytr, yte])
+        model = build_model(cfg)
+        for ax, method in ((row[0], "fedavg"), (row[2], "fed-cvar-avg")):
+            run = runs[runs["method"] == method]
+            c = config_of(run)
+            decision_regions(ax, model, params_from_table(run, model), X, y)
+            ax.set_title(f"({panel}) FedAvg (alpha = 1)" if method == "fedavg" else
+                         f"({panel}) Fed-CVaR-Avg (alpha = {c['alpha']}, gamma = {c['gamma']})", fontsize=9)
+        rho = np.asarray(cfg["rho"])
+        colors = ["tab:orange" if any(cl in rare_classes_2d(cfg) for cl in a) else "tab:gray"
+                  for a in cfg["assignment"]]
+        row[1].bar(np.arange(1, len(rho) + 1), rho, color=colors)
+        row[1].set_xlabel("user i")
+        row[1].set_ylabel("rho_i")
+        row[1].set_title(f"({panel}) RAM distribution (orange: users of class {rare_classes_2d(cfg)})", fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def config_of(run: pd.DataFrame) -> dict:
+    """The config of one stored run (a frame of rows of that run, config fields as columns)."""
+    if run["run_key"].nunique() != 1:
+        raise ValueError(f"expected rows of one run, got {run['run_key'].nunique()}")
+    row = run.iloc[0]
+    out = {}
+    for k in ("panel", "centers", "n_per_class", "std", "data_seed", "test_frac", "assignment", "rho", "model",
+              "hidden", "authors_model", "alpha", "gamma", "seed", "rounds"):
+        if k in run.columns:
+            v = row[k]
+            out[k] = [list(x) if isinstance(x, tuple) else x for x in v] if isinstance(v, tuple) else v
+    return out
+
+
+def fig2_accuracy(df: pd.DataFrame) -> pd.DataFrame:
+    """Final test accuracy (%) per panel, model variant, method and class: mean and sd over seeds."""
+    acc = df[(df["metric"] == "test_acc_class") & (df["round"] == df["rounds"])]
+    out = (acc.groupby(["panel", "authors_model", "method", "class"])["value"]
+           .agg(mean=lambda v: 100 * v.mean(), sd=lambda v: 100 * v.std(ddof=1), seeds="size").reset_index())
+    return out
+
+
+def confirm_fig2(df: pd.DataFrame) -> pd.DataFrame:
+    """The document's reading of Fig. 2, per panel and model variant: FedAvg fails to classify the least
+    frequent user's pattern(s) (final test accuracy on them < 50 %, mean over seeds) while Fed-CVaR-Avg
+    classifies every pattern (> 90 % on each class)."""
+    acc = fig2_accuracy(df)
+    rows = []
+    for (panel, quirks), g in acc.groupby(["panel", "authors_model"]):
+        cfg = config_of(df[(df["panel"] == panel) & (df["authors_model"] == quirks)].iloc[:1])
+        rare = rare_classes_2d(cfg)
+        fed = g[g["method"] == "fedavg"].set_index("class")["mean"]
+        prop = g[g["method"] == "fed-cvar-avg"].set_index("class")["mean"]
+        fails = bool(fed[rare].min() < 50)
+        solves = bool(prop.min() > 90)
+        rows.append(dict(panel=panel, model="authors' notebook model" if quirks else "ours",
+                         rare_classes=str(rare), fedavg_rare=fed[rare].mean(), proposed_rare=prop[rare].mean(),
+                         proposed_worst_class=prop.min(), seeds=int(g["seeds"].max()),
+                         fedavg_fails=fails, proposed_classifies_all=solves, confirmed=fails and solves))
+    return pd.DataFrame(rows)
+
+
+def mnist_figure(df: pd.DataFrame, pattern_frac: float, smooth: float = 0.9, title: str = ""):
+    """Fig. 3 (r = 0.9: t, overall accuracy, rare class 9) or Fig. 4 (r = 0.8: t, overall, classes 8
+    and 9) of the document: FedAvg vs Fed-CVaR-Avg, raw runs faint, EMA-smoothed mean +- sd over seeds."""
+    import matplotlib.pyplot as plt
+    sub = df[df["pattern_frac"] == pattern_frac]
+    rare = RARE_CLASSES[pattern_frac]
+    fig, axes = plt.subplots(1, 2 + len(rare), figsize=(4.2 * (2 + len(rare)), 3.4))
+    # t is logged more often than the accuracy: smooth it with the same time constant in rounds
+    spacing = lambda m: np.median(np.diff(np.unique(sub.loc[sub["metric"] == m, "round"])))  # noqa: E731
+    smooth_t = smooth ** (spacing("t") / spacing("test_acc"))
+    curve_panel(axes[0], sub, "t", smooth=float(smooth_t), title="(a) global CVaR threshold t")
+    curve_panel(axes[1], sub, "test_acc", smooth=smooth, scale=100, title="(b) overall test accuracy (%)")
+    for i, c in enumerate(rare):
+        curve_panel(axes[2 + i], sub, "test_acc_class", cls=c, smooth=smooth, scale=100,
+                    title=f"({'cd'[i]}) test accuracy, rare class {c} (%)")
+    for ax in axes[1:]:
+        ax.set_ylim(0, 100)
+    for ax in axes:
+        ax.set_xlabel("round")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def titled(label: str, title: str, width: int = 150) -> str:
+    """A figure/table title that starts with the profile's label ("REDUCED: ...") when there is one."""
+    import textwrap
+    return "\n".join(textwrap.wrap(label, width) + [title]) if label else title
