@@ -149,10 +149,13 @@ def test_dropout_model_trains_with_independent_masks():
         assert torch.isfinite(w).all() and not torch.equal(w[0], w[1])
 
 
+def setup_fp32(name):
+    net, params, x, y, batches, steps = setup(name)
+    return net.float(), {k: v.float() for k, v in params.items()}, x.float(), y, batches, steps
+
+
 def test_bf16_autocast_runs_close_to_fp32():
-    net, params, x, y, batches, steps = setup("cvar_lenet")
-    net, x = net.float(), x.float()
-    params = {k: v.float() for k, v in params.items()}
+    net, params, x, y, batches, steps = setup_fp32("cvar_lenet")
     ref, _ = E.local_train(net, params, x, y, batches, steps=steps, lr=0.05)
     out, _ = E.local_train(net, params, x, y, batches, steps=steps, lr=0.05, autocast_dtype=torch.bfloat16)
     assert out["0.weight"].dtype == torch.float32
@@ -160,9 +163,7 @@ def test_bf16_autocast_runs_close_to_fp32():
 
 
 def test_bf16_autocast_with_batchnorm_in_vmap_path():
-    net, params, x, y, batches, steps = setup("hics_fmnist")
-    net, x = net.float(), x.float()
-    params = {k: v.float() for k, v in params.items()}
+    net, params, x, y, batches, steps = setup_fp32("hics_fmnist")
     ref, _ = E.local_train(net, params, x, y, batches, steps=steps, lr=0.01)
     out, _ = E.local_train(net, params, x, y, batches, steps=steps, lr=0.01, autocast_dtype=torch.bfloat16)
     seq, _ = E.local_train(net, params, x, y, batches, steps=steps, lr=0.01, autocast_dtype=torch.bfloat16,
