@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from flkit.seeding import rng as _rng
+from flkit.seeding import generator
 
 __all__ = [
     "bernoulli",
@@ -47,14 +47,6 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 # validation helpers
 # ----------------------------------------------------------------------------------------------
-def _generator(seed, concern: str = "participation") -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be a non-negative int or a np.random.Generator, got {seed!r}")
-    return _rng(int(seed), concern)
-
-
 def _int(value, name: str, low: int = 1) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
@@ -90,7 +82,7 @@ def bernoulli(p, rounds: int, seed) -> np.ndarray:
     pattern; MIFA's ``get_avail_clients``). Returns a (rounds, clients) bool mask."""
     p = _probs(p)
     T = _int(rounds, "rounds")
-    g = _generator(seed)
+    g = generator(seed, "participation")
     return g.random((T, p.size)) < p
 
 
@@ -174,7 +166,7 @@ def markov(p, rounds: int, seed, *, x=None, lam=None) -> np.ndarray:
     p = _probs(p)
     T = _int(rounds, "rounds")
     to_a, to_i = transition_probs(p, x=x, lam=lam)
-    g = _generator(seed)
+    g = generator(seed, "participation")
     state = g.random(p.size) < p
     mask = np.empty((T, p.size), dtype=bool)
     for t in range(T):
@@ -200,7 +192,7 @@ def cyclic(p, rounds: int, seed, period: int = 100) -> np.ndarray:
     L = _int(period, "period")
     active = np.maximum(1, np.round(L * p).astype(np.int64))
     inactive = np.maximum(1, L - active)
-    g = _generator(seed)
+    g = generator(seed, "participation")
     phase = g.integers(0, inactive)
     t = np.arange(T)[:, None]
     pos = t - phase[None, :]
@@ -231,7 +223,7 @@ def random_access_indices(rho, rounds: int, seed, *, normalize: bool = False) ->
     probabilities rho (``random.choices(range(K), weights=rho)``). Shape (rounds,), int64."""
     r = _rho(rho, normalize)
     T = _int(rounds, "rounds")
-    g = _generator(seed)
+    g = generator(seed, "participation")
     return g.choice(r.size, size=T, p=r).astype(np.int64)
 
 
@@ -259,7 +251,7 @@ def uniform_k(num_clients: int, k: int, rounds: int, seed) -> np.ndarray:
     if k > N:
         raise ValueError(f"k={k} is more than num_clients={N}; sample at most {N} clients")
     T = _int(rounds, "rounds")
-    g = _generator(seed)
+    g = generator(seed, "participation")
     return _k_smallest(g.random((T, N)), k)
 
 
@@ -272,7 +264,7 @@ def k_among_available(available, k: int, seed) -> np.ndarray:
     k = _int(k, "k")
     if k > avail.shape[1]:
         raise ValueError(f"k={k} is more than the {avail.shape[1]} clients of the mask")
-    g = _generator(seed, "selection")
+    g = generator(seed, "selection")
     keys = g.random(avail.shape)
     keys[~avail] = np.inf
     return avail & _k_smallest(keys, k)

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from flkit.seeding import rng as _rng
+from flkit.seeding import generator
 
 __all__ = [
     "Partition",
@@ -74,14 +74,6 @@ class Partition:
         idx = [np.asarray(i, dtype=np.int64).reshape(-1) for i in indices]
         counts = np.stack([np.bincount(y[i], minlength=C) for i in idx]) if idx else np.zeros((0, C), np.int64)
         return cls(indices=idx, counts=counts.astype(np.int64))
-
-
-def _generator(seed, concern: str = "data") -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be a non-negative int or a np.random.Generator, got {seed!r}")
-    return _rng(int(seed), concern)
 
 
 def _labels(labels) -> np.ndarray:
@@ -148,7 +140,7 @@ def iid(labels, num_clients: int, seed) -> Partition:
     """Shuffle all samples and cut them into ``num_clients`` parts whose sizes differ by at most one."""
     y = _labels(labels)
     K = _num_clients(num_clients, y.size)
-    g = _generator(seed)
+    g = generator(seed, "data")
     perm = g.permutation(y.size)
     return Partition.from_indices(np.array_split(perm, K), y)
 
@@ -189,7 +181,7 @@ def shards(labels, num_clients: int, classes_per_client: int = 2, *, seed,
     if size < 1:
         raise ValueError(f"the smallest class has {n_min} samples, too few for {shards_per_class} shards per "
                          f"class; use fewer clients or fewer classes_per_client")
-    g = _generator(seed)
+    g = generator(seed, "data")
     pools = {c: g.permutation(by_class[c])[: size * shards_per_class].reshape(shards_per_class, size)
              for c in present}
     for _ in range(max_tries):
@@ -257,7 +249,7 @@ def dirichlet(labels, num_clients: int, alpha: float, seed, min_size: int = 0, b
         raise ValueError(f"min_size must be in [0, {y.size // K}] for {y.size} samples over {K} clients, "
                          f"got {min_size!r}")
     C = int(y.max()) + 1
-    g = _generator(seed)
+    g = generator(seed, "data")
     out = _dirichlet_group(_class_indices(y, C), K, a, g, bool(balance), int(min_size), max_tries, "dirichlet")
     return Partition.from_indices(out, y, C)
 
@@ -294,7 +286,7 @@ def grouped_dirichlet(labels, num_clients: int, alphas: Sequence[float], seed, b
         raise ValueError(f"min_frac must lie in [0, 1), got {min_frac!r}")
     m = K // G
     C = int(y.max()) + 1
-    g = _generator(seed)
+    g = generator(seed, "data")
     slices = [np.array_split(ix, G) for ix in _class_indices(y, C)]
     out: list[np.ndarray] = []
     for gi, a in enumerate(alphas):
@@ -323,7 +315,7 @@ def fedau_dirichlet(labels, num_clients: int = 250, alpha: float = 0.1, *, seed,
     K = _num_clients(num_clients, y.size)
     a = _positive(alpha, "alpha")
     C = int(y.max()) + 1
-    g = _generator(seed)
+    g = generator(seed, "data")
     D = g.dirichlet(np.full(C, a), size=K)               # (K, C)
     share = np.cumsum(D, axis=0) / D.sum(axis=0)        # (K, C) cumulative share per label
     out: list[list[np.ndarray]] = [[] for _ in range(K)]
@@ -371,7 +363,7 @@ def fedau_participation_probs(counts, alpha: float = 0.1, mean: float = 0.1, p_m
         raise ValueError(f"p_min must lie in (0, 1], got {p_min!r}")
     C = cnt.shape[1]
     if q is None:
-        q = _generator(seed, "participation-probs").dirichlet(np.full(C, a_))
+        q = generator(seed, "participation-probs").dirichlet(np.full(C, a_))
     else:
         q = np.asarray(q, dtype=float).reshape(-1)
         if q.shape != (C,) or (q < 0).any() or abs(q.sum() - 1.0) > 1e-6:
@@ -440,7 +432,7 @@ def rare_users(labels, num_users: int = 30, frequent_frac: float = 0.9, pattern_
             raise ValueError(f"rare_classes must be a non-empty proper subset of the classes 0..{C - 1}, "
                              f"got {list(rare_classes)!r}")
     common = [c for c in range(C) if c not in set(rare)]
-    g = _generator(seed)
+    g = generator(seed, "data")
     if stratify:
         assignment = [common] * F + [rare] * (K - F)
         out = _even_split(y, C, assignment, g)
@@ -484,7 +476,7 @@ def user_classes(labels, assignment: Sequence[Sequence[int]], seed) -> Partition
         holders = sum(c in cl for cl in classes_of_user)
         if by_class[c].size < holders:
             raise ValueError(f"class {c} has {by_class[c].size} samples for {holders} users")
-    out = _even_split(y, C, classes_of_user, _generator(seed))
+    out = _even_split(y, C, classes_of_user, generator(seed, "data"))
     return Partition.from_indices(out, y, C)
 
 

@@ -34,6 +34,15 @@ def torch_gen(seed: int, concern: str, device: str | torch.device = "cpu") -> to
     return g
 
 
+def generator(seed, concern: str) -> np.random.Generator:
+    """`rng(seed, concern)` for an int seed; a np.random.Generator passed in is used as it is."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be a non-negative int or a np.random.Generator, got {seed!r}")
+    return rng(int(seed), concern)
+
+
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """"auto" picks CUDA when present; "cpu" and "cuda[:i]" are taken as given."""
     if isinstance(device, torch.device):
