@@ -36,16 +36,16 @@ Where we depart from (or add to) the document, and why
     geometrically (we measure it). ``umifa_saga`` keeps the same unbiased per-client estimate but stores
     the raw update (SAGA; the document's own complexity table is titled "SAGA/U-MIFA"). Both are shown.
   * Memory starts at zero and the run starts at once (the authors' ``fdu_no_wait``; their ``fdu`` waits
-    until every client was seen once, configs.md 4.1).
+    until every client was seen once; hmgxr128/MIFA_code@c1099d9, src/trainers/fdu.py and fdu_no_wait.py).
   * An empty round (no active client) leaves w unchanged for ``fedavg``; MIFA-type methods still step with
     their stored table (momentum methods with their buffer).
 
-Everything is batched: R independent runs (seeds x step sizes x ...) are rows of one tensor, and all
-methods of a comparison advance in lock-step through :func:`simulate`, which draws one update per
-(run, active client) for all methods at once (on MNIST, one matrix product serves all methods' models).
-:func:`step` is the dense reference (O(n d) per round); :func:`step_sparse` gives the same numbers from
-the active clients' updates only (O(|A(t)| d)) and is what :func:`simulate` uses on MNIST. Everything
-runs on the CPU (the problems are small): the notebooks' ``device`` parameter is accepted and not used.
+Everything runs through the package's one round loop, `flkit.fl.run`, with the rules of
+`flkit.aggregate`: :func:`simulate` maps this chapter's methods and step sizes to `fl.Algorithm` s, all
+of them rows of one runs axis. The two problems train their clients in closed form (declared fast
+tasks): the quadratics exactly, the softmax regression with a batched closed-form gradient that trains the
+models of all methods side by side (one matrix product per minibatch). Everything runs on the CPU (the
+problems are small): the notebooks' ``device`` parameter is accepted and not used.
 """
 from __future__ import annotations
 
@@ -59,12 +59,11 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from flkit import participation
+from flkit import aggregate, participation
 from flkit.seeding import rng, torch_gen
 
 __all__ = [
-    "Method", "METHODS", "LABELS", "State", "init", "aggregate", "step", "step_sparse",
-    "fedavg_is_rule", "fedavg_rule", "mifa_rule", "umifa_rule", "saga_rule",
+    "Method", "METHODS", "LABELS",
     "QuadraticTask", "quadratic_task", "symmetric_quadratic", "SoftmaxTask", "softmax_task",
     "bernoulli_masks", "uniform_k_masks", "simulate", "Result",
     "umifa_growth_rate", "fit_slope", "PALETTE", "plot_curves", "summary",
@@ -73,75 +72,16 @@ __all__ = [
 
 
 # ================================================================================================
-# update rules: pure functions of (stored table, updates, active mask, p)
-# shapes: memory / delta (R, n, d); active (R, n) bool; p broadcastable to (R, n)
-# ================================================================================================
-def _p(p, like: Tensor) -> Tensor:
-    """p as a (R, n, 1) tensor of the dtype of `like` (accepts float, (n,), (R, n))."""
-    p = torch.as_tensor(p, dtype=like.dtype, device=like.device)
-    while p.dim() < 2:
-        p = p.unsqueeze(0)
-    return p.expand(like.shape[0], like.shape[1]).unsqueeze(-1)
-
-
-def fedavg_is_rule(delta: Tensor, active: Tensor, p) -> Tensor:
-    r"""FedAvg with importance sampling (unbiased): :math:`G_t = \frac1n\sum_{i\in\mathcal A(t)}
-    \Delta w_t^{(i)}/p_i`. Returns G_t (R, d)."""
-    a = active.unsqueeze(-1)
-    return torch.where(a, delta / _p(p, delta), torch.zeros((), dtype=delta.dtype)).sum(1) / delta.shape[1]
-
-
-def fedavg_rule(delta: Tensor, active: Tensor) -> Tensor:
-    r"""FedAvg over the participating clients (biased under unequal :math:`p_i`):
-    :math:`G_t = \frac{1}{|\mathcal A(t)|}\sum_{i\in\mathcal A(t)} \Delta w_t^{(i)}`, and
-    :math:`G_t = 0` when :math:`\mathcal A(t)=\emptyset`. With all clients active this is FedGD; with b
-    clients drawn without replacement, FedPGD."""
-    a = active.unsqueeze(-1)
-    s = torch.where(a, delta, torch.zeros((), dtype=delta.dtype)).sum(1)
-    return s / active.sum(1, keepdim=True).clamp(min=1).to(delta.dtype)
-
-
-def mifa_rule(memory: Tensor, delta: Tensor, active: Tensor) -> tuple[Tensor, Tensor]:
-    r"""MIFA: :math:`G_t^{(i)} = \Delta w_t^{(i)}` if :math:`i\in\mathcal A(t)`, else
-    :math:`G_{t-1}^{(i)}`; :math:`G_t = \frac1n\sum_{i\in[n]} G_t^{(i)}`.
-    Returns (G_t (R, d), new table (R, n, d)). The table is the n x d memory."""
-    memory = torch.where(active.unsqueeze(-1), delta, memory)
-    return memory.mean(1), memory
-
-
-def umifa_rule(memory: Tensor, delta: Tensor, active: Tensor, p) -> tuple[Tensor, Tensor]:
-    r"""U-MIFA as written in document 002: if :math:`i\in\mathcal A(t)`,
-    :math:`G_t^{(i)} = \frac1{p_i}\Delta w_t^{(i)} - (\frac1{p_i}-1)G_{t-1}^{(i)}`, else
-    :math:`G_{t-1}^{(i)}`; :math:`G_t = \frac1n\sum_i G_t^{(i)}`. Conditionally on the past,
-    :math:`\mathbb E[G_t^{(i)}] = \Delta w_t^{(i)}`. Returns (G_t, new table)."""
-    pp = _p(p, delta)
-    new = delta / pp - (1.0 / pp - 1.0) * memory
-    memory = torch.where(active.unsqueeze(-1), new, memory)
-    return memory.mean(1), memory
-
-
-def saga_rule(memory: Tensor, delta: Tensor, active: Tensor, p) -> tuple[Tensor, Tensor]:
-    r"""U-MIFA in SAGA form: the table holds the last raw update :math:`y_i` of each client, the
-    aggregate uses the same unbiased per-client estimate as U-MIFA,
-    :math:`\hat G_t^{(i)} = y_i + \frac{1_{i\in\mathcal A(t)}}{p_i}(\Delta w_t^{(i)} - y_i)`,
-    :math:`G_t = \frac1n\sum_i \hat G_t^{(i)}`, and then :math:`y_i \leftarrow \Delta w_t^{(i)}` for
-    active i. With b clients drawn without replacement and :math:`p_i=b/n` this is minibatch SAGA."""
-    a = active.unsqueeze(-1)
-    corr = torch.where(a, (delta - memory) / _p(p, delta), torch.zeros((), dtype=delta.dtype))
-    g = (memory + corr).mean(1)
-    return g, torch.where(a, delta, memory)
-
-
-# ================================================================================================
-# methods: State, init, step (FedJAX-like shape)
+# methods: each is an flkit.fl.Algorithm built from the rules of flkit.aggregate
 # ================================================================================================
 @dataclass(frozen=True)
 class Method:
     """A method of document 002: its aggregation rule, momentum, and own participation (if any).
 
-    rule: "is" | "active" | "mifa" | "umifa" | "saga". participation: None = the experiment's mask
-    (the same clients on the same rounds for every method); "full" = every client every round (FedGD);
-    "uniform_k" = b clients uniformly without replacement (FedPGD)."""
+    rule: "is" | "active" | "mifa" | "umifa" | "saga" (the `flkit.aggregate` rules KnownP, FedAvg, MIFA,
+    UMIFA("literal"), UMIFA("saga")); momentum: server heavy-ball momentum (`aggregate.Momentum`).
+    participation: None = the experiment's mask (the same clients on the same rounds for every method);
+    "full" = every client every round (FedGD); "uniform_k" = b clients uniformly without replacement (FedPGD)."""
     name: str
     label: str
     rule: str
@@ -152,6 +92,11 @@ class Method:
     def memory(self) -> bool:
         """True when the server keeps one stored update per client (n x d floats per run)."""
         return self.rule in ("mifa", "umifa", "saga")
+
+    def aggregator(self, beta: float = 0.0):
+        base = {"is": aggregate.KnownP, "active": aggregate.FedAvg, "mifa": aggregate.MIFA,
+                "umifa": lambda: aggregate.UMIFA("literal"), "saga": lambda: aggregate.UMIFA("saga")}[self.rule]()
+        return aggregate.Momentum(base, float(beta)) if self.momentum else base
 
 
 METHODS: dict[str, Method] = {m.name: m for m in (
@@ -177,120 +122,16 @@ def _method(method) -> Method:
     return METHODS[method]
 
 
-@dataclass
-class State:
-    r"""Server state of R runs of one method.
-
-    w: (R, d) global model :math:`w_t`; memory: (R, n, d) stored per-client updates :math:`G^{(i)}`
-    (MIFA, U-MIFA) or :math:`y_i` (SAGA form), None for memory-less methods; v: (R, d) momentum buffer
-    :math:`v_t` (None without momentum); round: t; memory_sum: the table summed over clients, maintained by
-    :func:`step_sparse` (None otherwise)."""
-    w: Tensor
-    memory: Tensor | None = None
-    v: Tensor | None = None
-    round: int = 0
-    memory_sum: Tensor | None = None    # (R, d) running sum of the table, kept by `step_sparse`
-
-
-def init(method, w0: Tensor, num_clients: int) -> State:
-    """Initial state: w = w0 (R, d); zero table for MIFA-type methods (authors' ``fdu_no_wait``); v = 0."""
-    m = _method(method)
-    w0 = torch.as_tensor(w0)
-    if w0.dim() != 2:
-        raise ValueError(f"w0 must be (R, d) (one row per run), got shape {tuple(w0.shape)}")
-    mem = w0.new_zeros(w0.shape[0], num_clients, w0.shape[1]) if m.memory else None
-    v = torch.zeros_like(w0) if m.momentum else None
-    return State(w=w0.clone(), memory=mem, v=v, round=0)
-
-
-def aggregate(method, memory: Tensor | None, delta: Tensor, active: Tensor, p) -> tuple[Tensor, Tensor | None]:
-    """G_t and the new table for one round: dispatch to the method's rule."""
-    m = _method(method)
-    if m.rule == "is":
-        return fedavg_is_rule(delta, active, p), None
-    if m.rule == "active":
-        return fedavg_rule(delta, active), None
-    if m.rule == "mifa":
-        return mifa_rule(memory, delta, active)
-    if m.rule == "umifa":
-        return umifa_rule(memory, delta, active, p)
-    if m.rule == "saga":
-        return saga_rule(memory, delta, active, p)
-    raise ValueError(f"unknown rule {m.rule!r}")
-
-
-def step(method, state: State, delta: Tensor, active: Tensor, *, eta, p=None, beta=0.0) -> tuple[State, dict]:
-    r"""One server round: :math:`G_t` from the rule, then :math:`w_{t+1} = w_t - \eta G_t`, or with
-    momentum :math:`v_t = \beta v_{t-1} + G_t`, :math:`w_{t+1} = w_t - \eta v_t`.
-
-    delta: (R, n, d) updates :math:`\Delta w_t^{(i)}` (entries of inactive clients are ignored);
-    active: (R, n) bool; eta: float or (R,); p: the :math:`p_i` known to the server (float, (n,) or
-    (R, n)), needed by ``fedavg_is``, ``umifa`` and ``saga``; beta: float or (R,).
-    Returns (new state, diagnostics {"G_norm2": (R,), "active": (R,)})."""
-    m = _method(method)
-    if m.rule in ("is", "umifa", "saga") and p is None:
-        raise ValueError(f"{m.name} needs the participation probabilities p")
-    g, memory = aggregate(m, state.memory, delta, active, p)
-    eta_t = torch.as_tensor(eta, dtype=g.dtype, device=g.device)
-    eta_t = eta_t.unsqueeze(-1) if eta_t.dim() == 1 else eta_t
-    v = None
-    if m.momentum:
-        b = torch.as_tensor(beta, dtype=g.dtype, device=g.device)
-        b = b.unsqueeze(-1) if b.dim() == 1 else b
-        v = b * state.v + g
-        w = state.w - eta_t * v
-    else:
-        w = state.w - eta_t * g
-    diag = {"G_norm2": (g * g).sum(-1), "active": active.sum(1)}
-    return State(w=w, memory=memory, v=v, round=state.round + 1), diag
-
-
-def step_sparse(method, state: State, rows: Tensor, cols: Tensor, values: Tensor, *, eta, p=None, beta=0.0,
-                resync: bool = False) -> tuple[State, dict]:
-    r"""The same round as :func:`step`, given only the updates of the active (run, client) pairs:
-    rows, cols (K,) and values (K, d). A round costs O(K d) instead of O(n d): MIFA-type methods update
-    their table **in place** and keep its sum over clients in ``state.memory_sum`` (recomputed from the
-    table when ``resync`` or missing, to stop rounding errors from accumulating). ``p`` is (R, n)."""
-    m = _method(method)
-    R, d = state.w.shape
-    dt = state.w.dtype
-    if m.rule in ("is", "umifa", "saga") and p is None:
-        raise ValueError(f"{m.name} needs the participation probabilities p")
-    pk = torch.as_tensor(p, dtype=dt)[rows, cols].unsqueeze(-1) if p is not None else None
-    memory, msum = state.memory, state.memory_sum
-    if m.rule == "is":
-        g = torch.zeros(R, d, dtype=dt).index_add_(0, rows, values / pk) / torch.as_tensor(p).shape[-1]
-    elif m.rule == "active":
-        cnt = torch.bincount(rows, minlength=R).clamp(min=1).to(dt).unsqueeze(-1)
-        g = torch.zeros(R, d, dtype=dt).index_add_(0, rows, values) / cnt
-    else:
-        n = memory.shape[1]
-        if msum is None or resync:
-            msum = memory.sum(1)
-        old = memory[rows, cols]
-        if m.rule == "saga":
-            g = (msum + torch.zeros(R, d, dtype=dt).index_add_(0, rows, (values - old) / pk)) / n
-            new = values
-        else:
-            new = values if m.rule == "mifa" else values / pk - (1.0 / pk - 1.0) * old
-        memory[rows, cols] = new
-        msum = msum.index_add(0, rows, new - old)
-        if m.rule != "saga":
-            g = msum / n
-    eta_t = torch.as_tensor(eta, dtype=dt)
-    eta_t = eta_t.unsqueeze(-1) if eta_t.dim() == 1 else eta_t
-    v = None
-    if m.momentum:
-        b = torch.as_tensor(beta, dtype=dt)
-        b = b.unsqueeze(-1) if b.dim() == 1 else b
-        v = b * state.v + g
-        w = state.w - eta_t * v
-    else:
-        w = state.w - eta_t * g
-    diag = {"G_norm2": (g * g).sum(-1), "active": torch.bincount(rows, minlength=R)}
-    return State(w=w, memory=memory, v=v, round=state.round + 1, memory_sum=msum), diag
-
-
+def _apply(rule, table: Tensor, delta: Tensor, active: Tensor, p) -> tuple[Tensor, Tensor]:
+    """One `flkit.aggregate` rule on dense inputs: table/delta (R, n, d), active (R, n), p float or (R, n).
+    Returns (G (R, d), new table)."""
+    from flkit.aggregate import TableState, Updates
+    R, n, _ = delta.shape
+    pairs = active.nonzero()
+    pt = torch.as_tensor(p, dtype=delta.dtype).expand(R, n)
+    upd = Updates(pairs, delta[pairs[:, 0], pairs[:, 1]], torch.ones(len(pairs), dtype=delta.dtype), R, n, pt)
+    G, st = rule.apply(TableState(table), upd)
+    return G, st.table
 # ================================================================================================
 # problems
 # ================================================================================================
@@ -332,6 +173,15 @@ class QuadraticTask:
     @property
     def dim(self) -> int:
         return self.problem.A.shape[1]
+
+    num_clients = n
+    dtype = torch.float64
+
+    def client_updates(self, w: Tensor, active: Tensor, t: int, runs) -> tuple[Tensor, Tensor]:
+        """`flkit.fl` task protocol: the updates of the active (run, client) pairs, from the dense
+        :meth:`updates` (closed form; the step sizes are the runs' local ones)."""
+        pairs = active.nonzero()
+        return pairs, self.updates(w, active, runs.local_lr)[pairs[:, 0], pairs[:, 1]]
 
     @property
     def L(self) -> float:
@@ -449,7 +299,7 @@ class SoftmaxTask:
 
     :math:`f_i(W) = \frac1{m}\sum_{(x,y)\in D_i} \mathrm{CE}(W^\top[x;1], y) + \frac{wd}{2}\|W\|^2`,
     W of shape (D+1, C) (weights and bias, flattened to d = (D+1) C); :math:`f = \frac1n\sum_i f_i`.
-    Local training (MIFA's code, configs.md 4.1): ``epochs`` passes of minibatch SGD with batch size
+    Local training (MIFA's code, hmgxr128/MIFA_code@c1099d9, run_mnist_logit.sh and src/models/worker.py): ``epochs`` passes of minibatch SGD with batch size
     ``batch_size`` (last batch smaller, no drop), step size eta, weight decay wd on every parameter,
     minibatch order from torch_gen(seed, "batch-<round>"), the same for all methods.
     The gradient of the softmax cross-entropy is written in closed form, and every (seed, client) pair
@@ -473,6 +323,22 @@ class SoftmaxTask:
     @property
     def dim(self) -> int:
         return self.x.shape[2] * self.num_classes
+
+    num_clients = n
+    dtype = torch.float32
+
+    def client_updates(self, w: Tensor, active: Tensor, t: int, runs) -> tuple[Tensor, Tensor]:
+        """`flkit.fl` task protocol. The rows must be `groups` blocks of the same seeds (methods side by
+        side): the clients active in any block of a seed are trained once for all blocks (same minibatch
+        order), see :meth:`updates_sparse`."""
+        if not runs.groups:
+            raise ValueError("SoftmaxTask needs every algorithm of a run to use the same seeds")
+        S = runs.group_size
+        pairs, bact, values = self.updates_sparse(w, active, runs.local_lr, runs.seeds[:S], t, runs.groups)
+        g, k = bact.nonzero(as_tuple=True)                        # block g, pair k
+        rows = torch.stack([g * S + pairs[k, 0], pairs[k, 1]], 1)
+        order = torch.argsort(rows[:, 0] * self.n + rows[:, 1])
+        return rows[order], values[k, g][order]
 
     def _objective(self, W: Tensor) -> Tensor:
         """f(W) for W (B, D+1, C), float64 result."""
@@ -730,148 +596,97 @@ class Result:
 def simulate(task, methods: Sequence[str], *, seeds: Sequence[int], eta, p, rounds: int, mask: Tensor | None = None,
              beta=0.0, b: int | None = None, w0: Tensor | None = None, every: int = 1,
              target: tuple[str, float] | None = None, stop_early: bool = True, stop_factor: float | None = None,
-             stop_groups: Sequence[int] | None = None,
-             diverge_factor: float = 1e6, diverge_ref: float | None = None, sparse: bool | None = None,
+             stop_groups: Sequence[int] | None = None, diverge_factor: float = 1e6, diverge_ref: float | None = None,
              progress: bool = False, desc: str | None = None) -> Result:
-    """Run `methods` side by side for R = len(seeds) runs (run r uses seeds[r], eta[r], p[r], beta[r]).
+    """Run `methods` side by side for R = len(seeds) runs (run r uses seeds[r], eta[r], p[r], beta[r]) through
+    `flkit.fl.run`: each method at each distinct (eta, beta, p) is one `fl.Algorithm` (server and local step
+    size eta, the method's `flkit.aggregate` rule), run r one row of the runs axis.
 
     mask: (R, rounds, n) bool participation shared by every method whose participation is None (default:
     Bernoulli(p) masks from `bernoulli_masks`); FedGD uses all clients; FedPGD draws b clients per round
-    with `uniform_k_masks`. p: the p_i the server divides by (float, (n,) or (R, n)).
-    Records task.metrics(w) at rounds 0, every, 2 every, ..., rounds. A run is declared diverged when its
-    first metric becomes non-finite or exceeds diverge_factor times its initial value (times diverge_ref
-    when given, e.g. for runs that start at the optimum); from then on its
-    values are recorded as +inf (and it is not trained any more). target=(metric, eps): the first round
-    at which metric <= eps is recorded; with stop_early the loop ends once every run has hit it or diverged,
-    and with stop_factor also at round stop_factor x (the first round by which the median run of some
-    group of `stop_groups` (R,) labels, e.g. one step size over all seeds, has hit, for every method; each
-    run is its own group by default): enough to find the fastest configuration of a step-size grid (by
-    median over seeds) without waiting for the slowest one.
-    sparse: use :func:`step_sparse` with the active clients' updates only (cost independent of n; the
-    tables' sums are kept as running sums). Default: True for MNIST, False for the quadratics, where the
-    dense :func:`step` keeps the gap accurate down to 1e-30."""
+    with `uniform_k_masks`. p: the p_i the server divides by (float, (n,) or (R, n)). Metrics are recorded at
+    rounds 0, every, 2 every, ..., rounds; divergence and targets as in `flkit.fl.run`. stop_factor: the loop
+    also ends at round stop_factor x (the first round by which the median run of some group of
+    `stop_groups` (R,) labels, e.g. one step size over all seeds, has hit, for every method; each run is
+    its own group by default): enough to find the fastest configuration of a step-size grid (by median
+    over seeds) without waiting for the slowest one."""
+    from flkit import fl
     meths = [_method(mm) for mm in methods]
     R, n = len(seeds), task.n
-    dtype = torch.float64 if isinstance(task, QuadraticTask) else torch.float32
-    eta_r = torch.as_tensor(np.array(eta, dtype=float), dtype=dtype).reshape(-1).expand(R).clone()
-    beta_r = torch.as_tensor(np.array(beta, dtype=float), dtype=dtype).reshape(-1).expand(R).clone()
-    p_t = torch.as_tensor(np.array(p, dtype=float), dtype=dtype)
-    p_rn = (p_t.reshape(1, 1) if p_t.dim() == 0 else p_t).expand(R, n) if p_t.dim() < 2 else p_t
+    seeds = [int(s) for s in seeds]
+    eta_r = np.broadcast_to(np.asarray(eta, dtype=float).reshape(-1), (R,))
+    beta_r = np.broadcast_to(np.asarray(beta, dtype=float).reshape(-1), (R,))
+    p_arr = np.asarray(p, dtype=float)
+    p_rn = np.broadcast_to(p_arr if p_arr.ndim == 2 else p_arr.reshape(1, -1), (R, n))
     if mask is None and any(mm.participation is None for mm in meths):
-        if p_t.dim() == 2 and not torch.allclose(p_t, p_t[:1].expand_as(p_t)):
+        if not np.allclose(p_rn, p_rn[:1]):
             raise ValueError("give `mask` explicitly when p differs between runs")
-        mask = bernoulli_masks(seeds, p_rn[0].numpy(), rounds, n)
-    masks = []
+        mask = bernoulli_masks(seeds, p_rn[0], rounds, n)
+    if any(mm.participation == "uniform_k" for mm in meths) and b is None:
+        raise ValueError("fedpgd needs b (clients per round)")
+    hyper = {}                                   # (eta, beta, p) -> run indices, in order of appearance
+    for r in range(R):
+        hyper.setdefault((eta_r[r], beta_r[r], tuple(p_rn[r])), []).append(r)
+    algorithms, seed_lists, where = {}, {}, {}
     for mm in meths:
-        if mm.participation is None:
-            masks.append(mask)
-        elif mm.participation == "full":
-            masks.append(None)
-        elif mm.participation == "uniform_k":
-            if b is None:
-                raise ValueError("fedpgd needs b (clients per round)")
-            masks.append(uniform_k_masks(seeds, b, rounds, n))
+        for j, (key, idx) in enumerate(hyper.items()):
+            run_seeds = [seeds[r] for r in idx]
+            if len(set(run_seeds)) != len(run_seeds):
+                raise ValueError("each seed may appear once per (eta, beta, p) setting")
+            if mm.participation == "full":
+                avail = "all"
+            elif mm.participation == "uniform_k":
+                avail = {s: participation.uniform_k(n, b, rounds, s) for s in run_seeds}
+            else:
+                avail = {seeds[r]: mask[r].numpy() for r in idx}
+            name = f"{mm.name}|{j}"
+            algorithms[name] = fl.Algorithm(mm.aggregator(key[1]), lr=key[0], local_lr=key[0], availability=avail,
+                                            p=np.asarray(key[2]))
+            seed_lists[name] = run_seeds
+            where.update({(mm.name, r): (name, k) for k, r in enumerate(idx)})
+    stop_when = None
+    if stop_factor is not None:
+        labels = np.arange(R) if stop_groups is None else np.asarray(stop_groups)
+        groups = [torch.as_tensor(np.flatnonzero(labels == g)) for g in np.unique(labels)]
+        order = _row_order(algorithms, seed_lists, where, meths, R)
+
+        def stop_when(hit, diverged, t):
+            h = hit[order]
+            done = stop_early and bool(((h >= 0) | (diverged[order] >= 0)).all())
+            return done or (bool((h >= 0).any()) and t >= stop_factor * _first_median_hit(h, groups))
+    res = fl.run(task, algorithms, seeds=seed_lists, rounds=rounds, w0=_w0_rows(w0, where, meths, algorithms,
+                 seed_lists, task), every=every, target=target, stop_early=stop_early or stop_factor is not None,
+                 stop_when=stop_when, diverge_factor=diverge_factor, diverge_ref=diverge_ref, progress=progress,
+                 desc=desc)
+    back = lambda d, mm: np.stack([d[where[(mm.name, r)][0]][..., where[(mm.name, r)][1]] for r in range(R)], -1)  # noqa: E731
+    values = {mm.name: {k: back({a: res.values[a][k] for a in algorithms}, mm)
+                        for k in next(iter(res.values.values()))} for mm in meths}
+    return Result(rounds=res.rounds, values=values, hit={mm.name: back(res.hit, mm) for mm in meths},
+                  diverged={mm.name: back(res.diverged, mm) for mm in meths},
+                  evals={mm.name: back(res.evals, mm) for mm in meths}, wall_s=res.wall_s)
+
+
+def _row_order(algorithms, seed_lists, where, meths, R) -> Tensor:
+    """(M, R) indices into fl.run's rows of (method m, run r)."""
+    start, pos = {}, 0
+    for a in algorithms:
+        start[a] = pos
+        pos += len(seed_lists[a])
+    return torch.tensor([[start[where[(mm.name, r)][0]] + where[(mm.name, r)][1] for r in range(R)] for mm in meths])
+
+
+def _w0_rows(w0, where, meths, algorithms, seed_lists, task):
+    """w0 (d,) or (R, d) of the simulate runs, laid out on fl.run's rows."""
     if w0 is None:
-        w0 = torch.zeros(R, task.dim, dtype=dtype)
-    w0 = torch.as_tensor(w0, dtype=dtype)
-    if w0.dim() == 1:
-        w0 = w0.expand(R, -1)
-    M = len(meths)
-    states = [init(mm, w0, n) for mm in meths]
-    if sparse is None:
-        sparse = isinstance(task, SoftmaxTask)
-    seeds_all = list(seeds) * M
-
-    def evaluate(ws):
-        return task.metrics(torch.cat(ws))
-
-    rec_set = set(range(0, rounds + 1, every)) | {rounds}
-    values = {mm.name: {} for mm in meths}
-    store: list[dict] = []
-    m0 = evaluate([s.w for s in states])
-    key0 = next(iter(m0))
-    first = m0[key0].view(M, R).clone().abs()
-    if diverge_ref is not None:
-        first = torch.full_like(first, float(diverge_ref))
-    diverged_at = torch.full((M, R), -1, dtype=torch.long)
-    hit = torch.full((M, R), -1, dtype=torch.long)
-    labels = np.arange(R) if stop_groups is None else np.asarray(stop_groups)
-    group_idx = [torch.as_tensor(np.flatnonzero(labels == g)) for g in np.unique(labels)]
-    evals = torch.zeros(M, R, dtype=torch.float64)
-
-    def check(metrics, t):
-        x = metrics[key0].view(M, R)
-        bad = (~torch.isfinite(x) | (x.abs() > diverge_factor * first)) & (diverged_at < 0)
-        diverged_at[bad] = t
-        if target is not None:
-            y = metrics[target[0]].view(M, R)
-            newly = (y <= target[1]) & (hit < 0) & (diverged_at < 0)
-            hit[newly] = t
-
-    def record(metrics, t):
-        for j, mm in enumerate(meths):
-            row = {}
-            for k, v in metrics.items():
-                vv = v.view(M, R)[j].double().clone()
-                vv[diverged_at[j] >= 0] = float("inf")
-                row[k] = vv.numpy()
-            store.append((t, j, row))
-
-    check(m0, 0)
-    record(m0, 0)
-    t0 = time.perf_counter()
-    it = range(rounds)
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(it, desc=desc, leave=False)
-    for t in it:
-        acts = []
-        for j, mm in enumerate(meths):
-            a = torch.ones(R, n, dtype=torch.bool) if masks[j] is None else masks[j][:, t]
-            acts.append(a & (diverged_at[j] < 0).unsqueeze(1))
-        act_all = torch.cat(acts)
-        w_all = torch.cat([s.w for s in states])
-        live = (hit < 0) & (diverged_at < 0)
-        evals += (act_all.view(M, R, n).sum(-1) * live).double()
-        if sparse:
-            pairs, bact, vals = task.updates_sparse(w_all, act_all, eta_r.repeat(M), seeds_all, t, groups=M)
-            vals = vals.to(dtype)
-            for j, mm in enumerate(meths):
-                sel = bact[j]
-                states[j], _ = step_sparse(mm, states[j], pairs[sel, 0], pairs[sel, 1], vals[sel, j], eta=eta_r,
-                                           p=p_rn, beta=beta_r, resync=(t % 100 == 0))
-        else:
-            delta = task.updates(w_all, act_all, eta_r.repeat(M)).view(M, R, n, -1)
-            for j, mm in enumerate(meths):
-                a = masks[j][:, t] if masks[j] is not None else torch.ones(R, n, dtype=torch.bool)
-                states[j], _ = step(mm, states[j], delta[j], a, eta=eta_r, p=p_rn, beta=beta_r)
-        need_record = (t + 1) in rec_set
-        if target is not None or need_record:
-            met = evaluate([s.w for s in states])
-            check(met, t + 1)
-            if need_record:
-                record(met, t + 1)
-            done = target is not None and stop_early and bool(((hit >= 0) | (diverged_at >= 0)).all())
-            if target is not None and stop_factor is not None and bool((hit >= 0).any()):
-                done = done or (t + 1) >= stop_factor * _first_median_hit(hit, group_idx)
-            if done:
-                if not need_record:
-                    record(met, t + 1)
-                break
-    wall = time.perf_counter() - t0
-    rounds_arr = np.array(sorted({t for t, _, _ in store}))
-    pos = {t: k for k, t in enumerate(rounds_arr)}
-    for j, mm in enumerate(meths):
-        for k in store[0][2]:
-            arr = np.full((len(rounds_arr), R), np.nan)
-            for t, jj, row in store:
-                if jj == j:
-                    arr[pos[t]] = row[k]
-            values[mm.name][k] = arr
-    return Result(rounds=rounds_arr, values=values,
-                  hit={mm.name: hit[j].numpy() for j, mm in enumerate(meths)},
-                  diverged={mm.name: diverged_at[j].numpy() for j, mm in enumerate(meths)},
-                  evals={mm.name: evals[j].numpy() for j, mm in enumerate(meths)}, wall_s=wall)
+        return None
+    w0 = torch.as_tensor(w0)
+    if w0.dim() == 1 or w0.shape[0] == 1:
+        return w0.reshape(-1)
+    order = _row_order(algorithms, seed_lists, where, meths, w0.shape[0])
+    out = torch.empty(sum(len(s) for s in seed_lists.values()), w0.shape[-1], dtype=w0.dtype)
+    for m in range(len(meths)):
+        out[order[m]] = w0
+    return out
 
 
 # ================================================================================================
@@ -1007,20 +822,22 @@ def one_round_monte_carlo(task: QuadraticTask, *, p: float, t0: int, draws: int,
     for the unbiased rules); per rule: "mse" = E||grad f(w_t) - G_t||^2 with its standard error "mse_se",
     and the document's expressions "mse_formula" ((1-p)/n sum_i ||grad f_i - G_{t-1}^(i)||^2 for MIFA,
     an upper bound; (1-p)/(n^2 p) sum_i ||...||^2 for U-MIFA, exact)."""
+    from flkit import aggregate, fl
     n, d = task.n, task.dim
-    st = init("mifa", torch.zeros(1, d, dtype=torch.float64), n)
-    mask = bernoulli_masks([seed], p, max(t0, 1), n)
-    for t in range(t0):
-        st, _ = step("mifa", st, task.updates(st.w, None, torch.tensor([eta])), mask[:, t], eta=eta)
-    G_prev, w = st.memory[0], st.w
+    if t0 < 1:
+        raise ValueError(f"t0 must be >= 1 (rounds of MIFA before the Monte Carlo round), got {t0}")
+    mask = bernoulli_masks([seed], p, t0, n)
+    res = fl.run(task, {"mifa": fl.Algorithm(aggregate.MIFA(), lr=eta, local_lr=eta)}, seeds=[seed], rounds=t0,
+                 availability={seed: mask[0].numpy()}, every=t0)
+    G_prev, w = res.final["mifa"].table[0], res.final_w[:1]
     delta = task.client_grads(w)[0]
     grad = delta.mean(0)
     gen = torch.Generator().manual_seed(int(rng(seed, "monte-carlo").integers(2**62)))
     act = torch.rand(draws, n, generator=gen, dtype=torch.float64) < p
     mem = G_prev.expand(draws, -1, -1)
     dl = delta.expand(draws, -1, -1)
-    rules = {"mifa": lambda: mifa_rule(mem, dl, act),
-             "umifa": lambda: umifa_rule(mem, dl, act, p),
+    rules = {"mifa": lambda: _apply(aggregate.MIFA(), mem, dl, act, p),
+             "umifa": lambda: _apply(aggregate.UMIFA("literal"), mem, dl, act, p),
              "umifa_saga": lambda: _saga_estimates(mem, dl, act, p)}
     rows = []
     base = (G_prev - delta).pow(2).sum(-1).sum()
@@ -1040,8 +857,9 @@ def one_round_monte_carlo(task: QuadraticTask, *, p: float, t0: int, draws: int,
 
 
 def _saga_estimates(memory, delta, active, p):
+    """U-MIFA's per-client unbiased estimates y_i + 1_{i active}/p (Delta_i - y_i) and their mean."""
     a = active.unsqueeze(-1)
-    est = memory + torch.where(a, (delta - memory) / _p(p, delta), torch.zeros((), dtype=delta.dtype))
+    est = memory + torch.where(a, (delta - memory) / p, torch.zeros((), dtype=delta.dtype))
     return est.mean(1), est
 
 
@@ -1050,6 +868,7 @@ def table_error_growth(ps, *, rounds: int, runs: int, n: int = 10, seed: int = 0
     U-MIFA as written multiplies it by (1 - 1/p) at each participation; with SAGA memory it is 0 after the
     first one. Rows per p and round: "log10_median_err" (median over runs x clients; literal rule),
     "predicted_log10" (t p log10|1/p - 1|), "saga_frac_nonzero" (fraction of SAGA entries not yet exact)."""
+    from flkit import aggregate
     frames = []
     for p in ps:
         mask = bernoulli_masks(list(range(seed, seed + runs)), p, rounds, n)
@@ -1062,8 +881,8 @@ def table_error_growth(ps, *, rounds: int, runs: int, n: int = 10, seed: int = 0
             out.append((t, float(torch.log10(err).median()), t * umifa_growth_rate(p) / math.log(10),
                         float(((y - delta).abs() > 0).double().mean())))
             if t < rounds:
-                _, mem = umifa_rule(mem, delta, mask[:, t], p)
-                _, y = saga_rule(y, delta, mask[:, t], p)
+                _, mem = _apply(aggregate.UMIFA("literal"), mem, delta, mask[:, t], p)
+                _, y = _apply(aggregate.UMIFA("saga"), y, delta, mask[:, t], p)
         df = pd.DataFrame(out, columns=["round", "log10_median_err", "predicted_log10", "saga_frac_nonzero"])
         frames.append(df.melt(id_vars="round", var_name="metric", value_name="value").assign(p=p))
     return pd.concat(frames, ignore_index=True)
@@ -1079,7 +898,7 @@ def step_size_sweep(task: QuadraticTask, methods: Sequence[str], *, eta_L, seeds
     n = task.n
     mask = uniform_k_masks(runs["seed"].tolist(), b, rounds, n)
     res = simulate(task, methods, seeds=runs["seed"].tolist(), eta=runs["eta_L"].to_numpy() / task.L, p=b / n,
-                   mask=mask, rounds=rounds, every=rounds, sparse=True)
+                   mask=mask, rounds=rounds, every=rounds)
     frames = []
     for m in methods:
         g = res.values[m]["grad_norm2"]
@@ -1104,6 +923,6 @@ def rounds_to_epsilon(task: QuadraticTask, method: str, *, eta_L, seeds, max_rou
     mask = uniform_k_masks(runs["seed"].tolist(), b, max_rounds, n)
     res = simulate(task, [method], seeds=runs["seed"].tolist(), eta=runs["eta_L"].to_numpy() / task.L, p=b / n,
                    mask=mask, b=b, rounds=max_rounds, every=max_rounds, target=(metric, eps), stop_factor=stop_factor,
-                   stop_groups=pd.factorize(runs["eta_L"])[0], sparse=True)
+                   stop_groups=pd.factorize(runs["eta_L"])[0])
     out = res.outcomes(runs)
     return out[out["metric"].isin(["hit_round", "client_updates"])].assign(n=n, eps=eps)

@@ -18,7 +18,14 @@ HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
 
 # name -> relative tolerance of the comparison (0: bit for bit), with the reason.
-TOLERANCE: dict[str, tuple[float, str]] = {}
+TOLERANCE: dict[str, tuple[float, str]] = {
+    # The MIFA chapter moved onto flkit.fl / flkit.aggregate. Runs that used the old sparse path (a running
+    # sum of the stored table, resynchronised every 100 rounds) now average the table each round, as the
+    # dense path always did: the same arithmetic up to rounding (measured: 3.5e-14 relative in float64,
+    # 6.8e-8 in float32); the quadratic runs of the dense path are still bit for bit.
+    "mifa_theory": (1e-12, "table averaged each round instead of a running sum (float64 rounding)"),
+    "mifa_logistic": (1e-6, "table averaged each round instead of a running sum (float32 rounding)"),
+}
 
 
 def _mifa_quadratic() -> pd.DataFrame:

@@ -12,119 +12,17 @@ from flkit import mifa
 
 DT = torch.float64
 
-# One round, 3 clients, d = 2 (R = 1 run). Active clients 0 and 2; p = (0.5, 0.25, 0.5).
-DELTA = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]], dtype=DT)
-MEMORY = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]], dtype=DT)
-ACTIVE = torch.tensor([[True, False, True]])
-P = torch.tensor([0.5, 0.25, 0.5], dtype=DT)
-
-
-def test_fedavg_is_by_hand():
-    # (1/3) * ([1,2]/0.5 + [5,6]/0.5) = (1/3) [12, 16]
-    g = mifa.fedavg_is_rule(DELTA, ACTIVE, P)
-    assert torch.allclose(g, torch.tensor([[4.0, 16.0 / 3]], dtype=DT))
-
-
-def test_fedavg_active_by_hand_and_empty_round():
-    assert torch.allclose(mifa.fedavg_rule(DELTA, ACTIVE), torch.tensor([[3.0, 4.0]], dtype=DT))
-    none = torch.zeros_like(ACTIVE)
-    assert torch.equal(mifa.fedavg_rule(DELTA, none), torch.zeros(1, 2, dtype=DT))
-
-
-def test_mifa_by_hand():
-    g, mem = mifa.mifa_rule(MEMORY, DELTA, ACTIVE)
-    assert torch.equal(mem, torch.tensor([[[1.0, 2.0], [0.0, 1.0], [5.0, 6.0]]], dtype=DT))
-    assert torch.allclose(g, torch.tensor([[2.0, 3.0]], dtype=DT))
-
-
-def test_umifa_by_hand():
-    # client 0: [1,2]/0.5 - (2-1)[1,0] = [1,4]; client 2: [5,6]/0.5 - [2,2] = [8,10]; client 1 kept
-    g, mem = mifa.umifa_rule(MEMORY, DELTA, ACTIVE, P)
-    assert torch.allclose(mem, torch.tensor([[[1.0, 4.0], [0.0, 1.0], [8.0, 10.0]]], dtype=DT))
-    assert torch.allclose(g, torch.tensor([[3.0, 5.0]], dtype=DT))
-
-
-def test_saga_by_hand():
-    # estimates: y_0 + (D_0 - y_0)/0.5 = [1,4]; y_1 = [0,1]; y_2 + (D_2 - y_2)/0.5 = [8,10]; table <- raw D
-    g, mem = mifa.saga_rule(MEMORY, DELTA, ACTIVE, P)
-    assert torch.allclose(g, torch.tensor([[3.0, 5.0]], dtype=DT))
-    assert torch.equal(mem, torch.tensor([[[1.0, 2.0], [0.0, 1.0], [5.0, 6.0]]], dtype=DT))
-
-
-def test_step_and_momentum_by_hand():
-    w0 = torch.tensor([[1.0, 1.0]], dtype=DT)
-    st = mifa.init("mifam", w0, 3)
-    assert st.memory.shape == (1, 3, 2) and torch.equal(st.memory, torch.zeros(1, 3, 2, dtype=DT))
-    st.memory = MEMORY.clone()
-    st.v = torch.tensor([[1.0, -1.0]], dtype=DT)
-    st, diag = mifa.step("mifam", st, DELTA, ACTIVE, eta=0.1, p=P, beta=0.5)
-    v1 = 0.5 * torch.tensor([1.0, -1.0], dtype=DT) + torch.tensor([2.0, 3.0], dtype=DT)      # [2.5, 2.5]
-    assert torch.allclose(st.v, v1.unsqueeze(0))
-    assert torch.allclose(st.w, (torch.tensor([1.0, 1.0], dtype=DT) - 0.1 * v1).unsqueeze(0))
-    assert int(diag["active"]) == 2
-    # second round, nobody active: G_t = mean of the table = [2, 3] again; v2 = 0.5 v1 + G
-    st, _ = mifa.step("mifam", st, DELTA, torch.zeros_like(ACTIVE), eta=0.1, p=P, beta=0.5)
-    v2 = 0.5 * v1 + torch.tensor([2.0, 3.0], dtype=DT)
-    assert torch.allclose(st.v, v2.unsqueeze(0))
-    assert torch.allclose(st.w, (torch.tensor([1.0, 1.0], dtype=DT) - 0.1 * v1 - 0.1 * v2).unsqueeze(0))
-    # memory-less method without momentum: plain step
-    s2 = mifa.init("fedavg_is", w0, 3)
-    assert s2.memory is None and s2.v is None
-    s2, _ = mifa.step("fedavg_is", s2, DELTA, ACTIVE, eta=0.1, p=P)
-    assert torch.allclose(s2.w, w0 - 0.1 * torch.tensor([[4.0, 16.0 / 3]], dtype=DT))
-
-
-def test_momentum_recursion_closed_form():
-    # constant G (full participation, constant updates): v_t = sum_{k<t} beta^k G, w_T = w_0 - eta sum_t v_t
-    beta, eta, T = 0.7, 0.05, 12
-    d = torch.ones(1, 4, 3, dtype=DT) * torch.tensor([1.0, -2.0, 0.5], dtype=DT)
-    act = torch.ones(1, 4, dtype=torch.bool)
-    for name in ("mifam", "umifam_saga"):
-        st = mifa.init(name, torch.zeros(1, 3, dtype=DT), 4)
-        for _ in range(T):
-            st, _ = mifa.step(name, st, d, act, eta=eta, p=1.0, beta=beta)
-        G = d[0, 0]
-        vs = [sum(beta ** k for k in range(t + 1)) for t in range(T)]
-        assert torch.allclose(st.v[0], vs[-1] * G)
-        assert torch.allclose(st.w[0], -eta * sum(vs) * G)
-
-
-def _mc_one_round(rule, p, M=200_000, seed=0):
-    """M independent draws of one round's participation from a fixed state (n=3, d=2)."""
-    g = torch.Generator().manual_seed(seed)
-    act = torch.rand(M, 3, generator=g, dtype=DT) < p
-    mem = MEMORY.expand(M, -1, -1)
-    delta = DELTA.expand(M, -1, -1)
-    if rule == "umifa":
-        _, new = mifa.umifa_rule(mem, delta, act, p)
-    else:
-        _, new = mifa.mifa_rule(mem, delta, act)
-    return new
-
-
-@pytest.mark.parametrize("p", [0.1, 0.5])
-def test_umifa_unbiased_mifa_biased(p):
-    M = 200_000
-    new = _mc_one_round("umifa", p, M)
-    mean, sd = new.mean(0), new.std(0)
-    tol = 4.5 * sd / math.sqrt(M)                  # CLT: |mean - Delta| < 4.5 standard errors
-    assert torch.all((mean - DELTA[0]).abs() <= tol), (mean, DELTA[0], tol)
-    # the exact variance per coordinate: (1/p - 1) (G_{t-1} - Delta)^2
-    assert torch.allclose(sd ** 2, (1 / p - 1) * (MEMORY[0] - DELTA[0]) ** 2, rtol=0.05)
-    newm = _mc_one_round("mifa", p, M, seed=1)
-    meanm, sdm = newm.mean(0), newm.std(0)
-    bias = (1 - p) * (MEMORY[0] - DELTA[0])         # E[G_t^(i)] - Delta = (1-p)(G_{t-1} - Delta)
-    assert torch.all((meanm - DELTA[0] - bias).abs() <= 4.5 * sdm / math.sqrt(M) + 1e-12)
-    assert (meanm - DELTA[0]).abs().max() > 20 * (4.5 * sdm.max() / math.sqrt(M))  # bias >> MC error
-
-
-def test_literal_umifa_table_error_multiplies_by_one_minus_inverse_p():
-    # fixed Delta: G_t - Delta = (1 - 1/p)(G_{t-1} - Delta) for an active client
-    p = 0.2
-    _, new = mifa.umifa_rule(MEMORY, DELTA, torch.ones(1, 3, dtype=torch.bool), p)
-    assert torch.allclose(new - DELTA, (1 - 1 / p) * (MEMORY - DELTA))
+def test_umifa_growth_rate():
     assert mifa.umifa_growth_rate(0.2) > 0 > mifa.umifa_growth_rate(0.8)
     assert mifa.umifa_growth_rate(0.5) == 0.0
+    assert mifa.umifa_growth_rate(0.2) == pytest.approx(0.2 * math.log(4.0))
+
+
+def test_methods_map_to_aggregate_rules():
+    from flkit import aggregate as agg
+    assert mifa.METHODS["fedavg_is"].aggregator() == agg.KnownP()
+    assert mifa.METHODS["umifam_saga"].aggregator(0.5) == agg.Momentum(agg.UMIFA("saga"), 0.5)
+    assert mifa.METHODS["fedpgd"].aggregator() == agg.FedAvg()
 
 
 def test_fedpgd_samples_exactly_b_and_shares_masks():
@@ -236,55 +134,32 @@ def test_simulate_declares_divergence_with_inf():
     assert set(df.columns) >= {"method", "run", "round", "metric", "value"}
 
 
-@pytest.mark.parametrize("name", ["fedavg_is", "fedavg", "mifa", "umifa", "mifam", "umifam", "umifa_saga", "umifam_saga"])
-def test_sparse_step_matches_dense_step(name):
-    g = torch.Generator().manual_seed(5)
-    R, n, d, T = 3, 6, 4, 25
-    p = torch.full((R, n), 0.3, dtype=DT)
-    dense = mifa.init(name, torch.zeros(R, d, dtype=DT), n)
-    sparse = mifa.init(name, torch.zeros(R, d, dtype=DT), n)
-    for t in range(T):
-        act = torch.rand(R, n, generator=g) < 0.3
-        delta = torch.randn(R, n, d, generator=g, dtype=DT)
-        dense, _ = mifa.step(name, dense, delta, act, eta=0.05, p=p, beta=0.6)
-        rows, cols = act.nonzero(as_tuple=True)
-        sparse, _ = mifa.step_sparse(name, sparse, rows, cols, delta[rows, cols], eta=0.05, p=p, beta=0.6,
-                                     resync=(t % 7 == 0))
-        assert torch.allclose(dense.w, sparse.w, atol=1e-10)
-        if dense.memory is not None:
-            assert torch.allclose(dense.memory, sparse.memory, atol=1e-10)
-
-
-def test_simulate_softmax_sparse_path_matches_dense_rules():
+def test_simulate_softmax_matches_a_plain_loop():
+    """mifa.simulate (through flkit.fl) against the rules written out here, on the closed-form trainer."""
     task = _tiny_softmax_task()
-    seeds, T, p = [0, 1], 4, 0.5
+    seeds, T, p, eta = [0, 1], 4, 0.5, 0.1
     meths = ["mifa", "umifa_saga", "fedavg_is"]
-    res = mifa.simulate(task, meths, seeds=seeds, eta=0.1, p=p, rounds=T, every=T)
+    res = mifa.simulate(task, meths, seeds=seeds, eta=eta, p=p, rounds=T, every=T)
     mask = mifa.bernoulli_masks(seeds, p, T, task.n)
-    states = [mifa.init(m, torch.zeros(2, task.dim), task.n) for m in meths]
-    pr = torch.full((2, task.n), p)
+    w = torch.zeros(len(meths), 2, task.dim)
+    table = torch.zeros(len(meths), 2, task.n, task.dim)
     for t in range(T):
-        w_all = torch.cat([s.w for s in states])
-        delta = task.updates(w_all, mask[:, t].repeat(len(meths), 1), torch.tensor(0.1), seeds * len(meths), t,
-                             groups=len(meths)).view(len(meths), 2, task.n, -1)
-        states = [mifa.step(m, s, delta[j], mask[:, t], eta=0.1, p=pr)[0] for j, (m, s) in enumerate(zip(meths, states))]
-    ref = task.metrics(torch.cat([s.w for s in states]))["loss"].view(len(meths), 2)
+        delta = task.updates(w.view(-1, task.dim), mask[:, t].repeat(len(meths), 1), torch.tensor(eta),
+                             seeds, t, groups=len(meths)).view(len(meths), 2, task.n, -1)
+        a = mask[:, t].unsqueeze(-1)
+        G = [None] * 3
+        table[0] = torch.where(a, delta[0], table[0])                          # MIFA
+        G[0] = table[0].mean(1)
+        G[1] = (table[1] + torch.where(a, (delta[1] - table[1]) / p, 0.0)).mean(1)   # SAGA/U-MIFA
+        table[1] = torch.where(a, delta[1], table[1])
+        G[2] = torch.where(a, delta[2] / p, 0.0).sum(1) / task.n                # FedAvg (IS)
+        w = w - eta * torch.stack(G)
+    ref = task.metrics(w.view(-1, task.dim))["loss"].view(len(meths), 2)
     for j, m in enumerate(meths):
         assert np.allclose(res.values[m]["loss"][-1], ref[j].numpy(), atol=1e-6)
 
 
-def test_quadratic_sparse_simulation_matches_dense():
+def test_global_gradient_is_mean_of_client_gradients():
     task = mifa.symmetric_quadratic(16, dim=4, seed=0, lam=0.5, center_scale=2.0)
-    kw = dict(seeds=[0, 1], eta=0.1, p=1 / 16, rounds=200, every=50, b=1,
-              mask=mifa.uniform_k_masks([0, 1], 1, 200, 16))
-    meths = ["mifa", "umifa_saga", "fedpgd", "fedgd", "umifam"]
-    a = mifa.simulate(task, meths, sparse=False, **kw)
-    b = mifa.simulate(task, meths, sparse=True, **kw)
-    for m in meths:
-        x, y = a.values[m]["grad_norm2"], b.values[m]["grad_norm2"]
-        fin = np.isfinite(x)
-        assert np.array_equal(fin, np.isfinite(y))
-        assert np.allclose(x[fin], y[fin], rtol=1e-8, atol=1e-12)
-    # fast global gradient = mean of the clients' gradients
     w = torch.randn(3, 4, dtype=DT)
     assert torch.allclose(task.grad(w), task.client_grads(w).mean(-2))

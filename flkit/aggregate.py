@@ -1,0 +1,308 @@
+r"""Server rules: how a round's client updates become the server's direction.
+
+Notation shared by every rule (R runs side by side, N clients, d parameters):
+
+* :math:`\Delta_t^n` — client n's update in round t, a **pseudo-gradient**: the global model minus the
+  client's local model, :math:`\Delta = x_t - y_{t,I}` (divided by the local step size when the task says
+  so, as document 002 does). It points downhill like a gradient; the server steps
+  :math:`x_{t+1} = x_t - \eta\,G_t` (``flkit.fl``), where :math:`\eta` is the server (global) step size.
+  (FedAU's Algorithm 1 writes :math:`\Delta = y - x` and adds it: the same step with the opposite sign.)
+* :math:`S_t` — the clients whose update arrived in round t (a client drawn twice by a sampler counts twice).
+* :math:`p_n` — participation probability known to the server (only the rules that need it read it).
+
+An aggregator is a frozen dataclass with ``init(R, N, d, dtype, device) -> state`` and
+``apply(state, upd) -> (G (R, d), state)``; ``upd`` is an :class:`Updates`. State is a small mutable
+dataclass (the stored tables of MIFA/FedVarp, FedAU's interval statistics, a momentum buffer).
+
+============================  =========================================================================
+rule                          :math:`G_t`
+============================  =========================================================================
+:class:`FedAvg`               :math:`\sum_{n\in S_t} a_n\Delta^n / \sum_{n\in S_t} a_n`, a_n = 1 or n_n
+:class:`AverageAll`           :math:`\frac1N\sum_{n\in S_t}\Delta^n`
+:class:`KnownP`               :math:`\frac1N\sum_{n\in S_t}\Delta^n/p_n` (unbiased; "FedAvg (IS)")
+:class:`FedAU`                :math:`\frac1N\sum_{n\in S_t}\omega^n_t\Delta^n`, :math:`\omega` = mean interval
+:class:`MIFA`                 :math:`\frac1N\sum_n G^n`, :math:`G^n\leftarrow\Delta^n` for n in S_t
+:class:`UMIFA`                U-MIFA, ``form="literal"`` or ``"saga"`` (document 002)
+:class:`FedVarp`              the SAGA rule with :math:`p_n = |S_t|/N`
+:class:`Momentum`             :math:`v_t = \beta v_{t-1} + G_t` around any rule (MIFAm, U-MIFAm)
+============================  =========================================================================
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = ["Updates", "FedAvg", "AverageAll", "KnownP", "FedAU", "MIFA", "UMIFA", "FedVarp", "Momentum"]
+
+_DENSE_LIMIT = 1 << 24  # elements of an (R, N, d) buffer up to which sums over clients are taken densely
+
+
+@dataclass
+class Updates:
+    """The round's arrived updates. pairs (P, 2) long = (run, client), distinct; delta (P, d);
+    counts (P,) float: times each pair was drawn (1 unless a sampler draws with replacement);
+    p (R, N): the participation probabilities known to the server (or None); sizes (R, N): the clients'
+    sample counts; R, N: the runs and clients axes."""
+    pairs: Tensor
+    delta: Tensor
+    counts: Tensor
+    R: int
+    N: int
+    p: Tensor | None = None
+    sizes: Tensor | None = None
+
+    @property
+    def mask(self) -> Tensor:
+        """(R, N) bool: whose update arrived."""
+        m = torch.zeros(self.R, self.N, dtype=torch.bool, device=self.delta.device)
+        m[self.pairs[:, 0], self.pairs[:, 1]] = True
+        return m
+
+    def table(self, values: Tensor | None = None) -> Tensor:
+        """(R, N, d): `values` (default delta) at the arrived pairs, zeros elsewhere."""
+        v = self.delta if values is None else values
+        out = v.new_zeros(self.R, self.N, v.shape[-1])
+        out[self.pairs[:, 0], self.pairs[:, 1]] = v
+        return out
+
+    def per_pair(self, t: Tensor) -> Tensor:
+        """The (R, N) tensor `t` at the arrived pairs, as a (P, 1) column."""
+        return t[self.pairs[:, 0], self.pairs[:, 1]].unsqueeze(-1).to(self.delta.dtype)
+
+    def sum_clients(self, values: Tensor) -> Tensor:
+        """(R, d): sum of per-pair `values` (P, d) over each run's clients (dense sum when small, so that
+        the order of additions is that of a dense (R, N, d) table; else index_add)."""
+        if self.R * self.N * values.shape[-1] <= _DENSE_LIMIT:
+            return self.table(values).sum(1)
+        return values.new_zeros(self.R, values.shape[-1]).index_add_(0, self.pairs[:, 0], values)
+
+    def need_p(self, rule: str) -> Tensor:
+        if self.p is None:
+            raise ValueError(f"{rule} needs the participation probabilities p (give p= to flkit.fl.run)")
+        return self.p
+
+
+# ---------------------------------------------------------------------------------- memoryless rules
+@dataclass(frozen=True)
+class FedAvg:
+    r"""FedAvg over the clients whose update arrived (McMahan et al.; "average participating" in FedAU):
+    :math:`G_t = \sum_{n\in S_t} c_n a_n \Delta^n / \sum_{n\in S_t} c_n a_n` with :math:`a_n = 1`
+    (``weights="uniform"``) or the sample count :math:`n_n` (``weights="size"``), c_n the draw count;
+    :math:`G_t = 0` when no update arrived. Biased toward frequent clients under unequal :math:`p_n`."""
+    weights: str = "uniform"
+
+    def __post_init__(self):
+        if self.weights not in ("uniform", "size"):
+            raise ValueError(f"FedAvg weights must be 'uniform' or 'size', got {self.weights!r}")
+
+    def init(self, R, N, d, dtype, device):
+        return None
+
+    def apply(self, state, upd: Updates):
+        a = upd.counts.unsqueeze(-1).to(upd.delta.dtype)
+        if self.weights == "size":
+            a = a * upd.per_pair(upd.sizes)
+        if self.weights == "uniform" and bool((upd.counts == 1).all()):
+            total = upd.sum_clients(upd.delta)
+        else:
+            total = upd.sum_clients(a * upd.delta)
+        norm = upd.delta.new_zeros(upd.R).index_add_(0, upd.pairs[:, 0], a[:, 0]).unsqueeze(-1)
+        if self.weights == "uniform":  # counts >= 1 wherever anything arrived; G = 0 where nothing did
+            return total / norm.clamp(min=1), state
+        return torch.where(norm > 0, total / norm.clamp(min=1e-300), torch.zeros_like(total)), state
+
+
+@dataclass(frozen=True)
+class AverageAll:
+    r"""FedAU's "average all": :math:`G_t = \frac1N\sum_{n\in S_t} \Delta^n` (absent clients count as zero
+    updates; equals FedAU with every :math:`\omega^n = 1`)."""
+
+    def init(self, R, N, d, dtype, device):
+        return None
+
+    def apply(self, state, upd: Updates):
+        return upd.sum_clients(upd.counts.unsqueeze(-1).to(upd.delta.dtype) * upd.delta) / upd.N, state
+
+
+@dataclass(frozen=True)
+class KnownP:
+    r"""Known participation statistics ("FedAvg (IS)" in document 002, :math:`\omega_n = 1/p_n` in FedAU):
+    :math:`G_t = \frac1N\sum_{n\in S_t}\Delta^n/p_n`, unbiased for :math:`\frac1N\sum_n\Delta^n`."""
+
+    def init(self, R, N, d, dtype, device):
+        return None
+
+    def apply(self, state, upd: Updates):
+        return upd.sum_clients(upd.delta / upd.per_pair(upd.need_p("KnownP"))) / upd.N, state
+
+
+@dataclass
+class FedAUState:
+    mean: Tensor      # (R, N) mean recorded interval (omega once an interval exists)
+    count: Tensor     # (R, N) number of recorded intervals M_n
+    gap: Tensor       # (R, N) rounds since the last recorded interval (S_n^diamond in Algorithm 2)
+
+
+@dataclass(frozen=True)
+class FedAU:
+    r"""FedAU (document 000, Algorithms 1-2): :math:`G_t = \frac1N\sum_{n\in S_t}\omega_t^n\Delta^n`, with
+    :math:`\omega_t^n` the mean of client n's participation intervals recorded before round t, an
+    absence of K rounds recorded as an interval of K (the cutoff; ``K=None``: no cutoff).
+
+    As in the authors' code (IBM/fedau, main.py): :math:`\omega = 1` until the first interval is recorded
+    (Algorithm 2 writes :math:`\omega_0 = 1` and records the first interval one round later; the two
+    agree from then on), and in each round the weight is read *before* that round's participation is
+    recorded. Per round and client: participated -> record the interval gap + 1, gap <- 0; else gap <- gap
+    + 1 and, when gap reaches K, record K and gap <- 0. O(1) scalars per client."""
+    K: int | None = None
+
+    def __post_init__(self):
+        if self.K is not None and (not isinstance(self.K, int) or self.K < 1):
+            raise ValueError(f"FedAU cutoff K must be a positive int or None (no cutoff), got {self.K!r}")
+
+    def init(self, R, N, d, dtype, device):
+        z = torch.zeros(R, N, dtype=torch.float64, device=device)
+        return FedAUState(z.clone(), z.clone(), z.clone())
+
+    def weights(self, state: FedAUState) -> Tensor:
+        """(R, N) the current omega."""
+        return torch.where(state.count > 0, state.mean, torch.ones_like(state.mean))
+
+    def record(self, state: FedAUState, arrived: Tensor) -> FedAUState:
+        """Record one round of participation (arrived (R, N) bool) in the interval statistics."""
+        gap = state.gap + 1
+        close = arrived | ((gap >= self.K) if self.K is not None else torch.zeros_like(arrived))
+        count = state.count + close
+        mean = torch.where(close, state.mean + (gap - state.mean) / count.clamp(min=1), state.mean)
+        return FedAUState(mean, count, torch.where(close, torch.zeros_like(gap), gap))
+
+    def apply(self, state: FedAUState, upd: Updates):
+        omega = self.weights(state)
+        G = upd.sum_clients(upd.per_pair(omega) * upd.counts.unsqueeze(-1).to(upd.delta.dtype) * upd.delta) / upd.N
+        return G, self.record(state, upd.mask)
+
+
+# ---------------------------------------------------------------------------------- rules with memory
+@dataclass
+class TableState:
+    table: Tensor     # (R, N, d) stored per-client updates
+
+
+@dataclass(frozen=True)
+class MIFA:
+    r"""MIFA (Gu et al. 2021; document 002): :math:`G^n \leftarrow \Delta^n` for :math:`n\in S_t`, else kept;
+    :math:`G_t = \frac1N\sum_{n=1}^N G^n`. The table starts at zero and the run starts at once (the
+    authors' ``fdu_no_wait``, also FedAU's MIFA baseline). N x d floats per run."""
+
+    def init(self, R, N, d, dtype, device):
+        return TableState(torch.zeros(R, N, d, dtype=dtype, device=device))
+
+    def apply(self, state: TableState, upd: Updates):
+        table = torch.where(upd.mask.unsqueeze(-1), upd.table(), state.table)
+        return table.mean(1), TableState(table)
+
+
+@dataclass(frozen=True)
+class UMIFA:
+    r"""Unbiased MIFA (document 002), two readings.
+
+    ``form="literal"`` (as written): for :math:`n\in S_t`, :math:`G^n \leftarrow \Delta^n/p_n - (1/p_n - 1)G^n`;
+    :math:`G_t = \frac1N\sum_n G^n`. The stored entry's error is multiplied by :math:`1 - 1/p_n` at each
+    participation, so the table diverges for :math:`p_n < 1/2`.
+
+    ``form="saga"`` (SAGA memory; the document's table "SAGA/U-MIFA"): the table holds the last raw update
+    :math:`y_n`, :math:`G_t = \frac1N\sum_n [y_n + \frac{1_{n\in S_t}}{p_n}(\Delta^n - y_n)]`, then
+    :math:`y_n \leftarrow \Delta^n` for :math:`n\in S_t`."""
+    form: str = "literal"
+
+    def __post_init__(self):
+        if self.form not in ("literal", "saga"):
+            raise ValueError(f"UMIFA form must be 'literal' or 'saga', got {self.form!r}")
+
+    def init(self, R, N, d, dtype, device):
+        return TableState(torch.zeros(R, N, d, dtype=dtype, device=device))
+
+    def apply(self, state: TableState, upd: Updates):
+        p = upd.need_p("UMIFA")
+        return _saga(state, upd, p) if self.form == "saga" else _literal(state, upd, p)
+
+
+def _p3(p: Tensor, like: Tensor) -> Tensor:
+    return p.to(like.dtype).unsqueeze(-1)
+
+
+def _literal(state, upd, p):
+    pp = _p3(p, state.table)
+    new = upd.table() / pp - (1.0 / pp - 1.0) * state.table
+    table = torch.where(upd.mask.unsqueeze(-1), new, state.table)
+    return table.mean(1), TableState(table)
+
+
+def _saga(state, upd, p):
+    a = upd.mask.unsqueeze(-1)
+    corr = torch.where(a, (upd.table() - state.table) / _p3(p, state.table), torch.zeros((), dtype=state.table.dtype))
+    G = (state.table + corr).mean(1)
+    return G, TableState(torch.where(a, upd.table(), state.table))
+
+
+@dataclass(frozen=True)
+class FedVarp:
+    r"""FedVarp (Jhunjhunwala et al. 2022): the SAGA rule with :math:`p_n = |S_t|/N`,
+    :math:`G_t = \frac1N\sum_n y_n + \frac1{|S_t|}\sum_{n\in S_t}(\Delta^n - y_n)`, then
+    :math:`y_n\leftarrow\Delta^n` for :math:`n \in S_t`; tables start at zero (as FedAU's implementation)."""
+
+    def init(self, R, N, d, dtype, device):
+        return TableState(torch.zeros(R, N, d, dtype=dtype, device=device))
+
+    def apply(self, state: TableState, upd: Updates):
+        k = upd.mask.sum(1, keepdim=True).to(state.table.dtype)
+        p = (k / upd.N).expand(upd.R, upd.N)
+        p = torch.where(p > 0, p, torch.ones_like(p))  # nobody arrived: no correction term
+        return _saga(state, upd, p)
+
+
+@dataclass
+class MomentumState:
+    inner: object
+    v: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Momentum:
+    r"""Server heavy-ball momentum around any rule (MIFAm, U-MIFAm of document 002):
+    :math:`v_t = \beta v_{t-1} + G_t` with :math:`v_{-1} = 0`; the server then steps
+    :math:`x_{t+1} = x_t - \eta v_t`."""
+    inner: object
+    beta: float = 0.9
+
+    def __post_init__(self):
+        if not (0.0 <= float(self.beta) < 1.0) or math.isnan(float(self.beta)):
+            raise ValueError(f"momentum beta must be in [0, 1), got {self.beta!r}")
+
+    def init(self, R, N, d, dtype, device):
+        return MomentumState(self.inner.init(R, N, d, dtype, device), torch.zeros(R, d, dtype=dtype, device=device))
+
+    def apply(self, state: MomentumState, upd: Updates):
+        G, inner = self.inner.apply(state.inner, upd)
+        v = self.beta * state.v + G
+        return v, MomentumState(inner, v)
+
+
+def memory_floats(rule, N: int, d: int) -> int:
+    """Floats of server state per run kept by `rule` (FedAU: 3 per client; tables: N x d)."""
+    state = rule.init(1, N, d, torch.float32, "meta")
+    return _count(state)
+
+
+def _count(obj) -> int:
+    if obj is None:
+        return 0
+    if isinstance(obj, Tensor):
+        return obj.numel()
+    if hasattr(obj, "__dataclass_fields__"):
+        return sum(_count(getattr(obj, f)) for f in obj.__dataclass_fields__)
+    return 0
+

@@ -1,0 +1,404 @@
+r"""The round loop: every federated algorithm of the book runs through :func:`run`.
+
+One call runs a comparison: a dict of :class:`Algorithm` (aggregator + sampler + step sizes) times a list
+of seeds. Every (algorithm, seed) pair is one **run**, a row of one runs axis (row ``a * S + s`` for
+algorithm a and seed s), so the expensive part, the clients' local training, is one batched computation
+per round for all methods, seeds and hyper-parameters at once. Per round t:
+
+1. availability: the (T, N) mask of the run's seed, drawn **before** training (``availability=``), so
+   every algorithm of a comparison sees the same clients on the same rounds;
+2. selection: the algorithm's sampler picks among the available clients (default: all of them);
+3. local training: ``task.client_updates`` returns the pseudo-gradients :math:`\Delta = x_t - y` of the
+   selected (run, client) pairs (see :mod:`flkit.aggregate` for the sign);
+4. aggregation and server step: :math:`x_{t+1} = x_t - \eta\,G_t` with :math:`G_t` from the aggregator;
+5. bookkeeping: metrics every ``every`` rounds (and every round when a target is set), divergence marking,
+   rounds-to-target, client updates counted, periodic checkpoints, a deadline, a progress bar.
+
+A **task** supplies the model and the clients' local training on a flat parameter vector per run
+(``dim`` floats): ``num_clients``, ``dim``, ``dtype``, ``client_updates(w (R, d), active (R, N), t, runs)
+-> (pairs (P, 2), delta (P, d))``, ``metrics(w) -> {name: (R,)}``; optionally ``sizes`` ((N,) sample
+counts) and ``client_losses(w, pairs) -> (P,)`` (for samplers that probe losses). Randomness of local
+training must be keyed by (seed, round, client) only (``runs.seeds``), so a run's numbers do not depend on
+which other runs share its batch, and a resumed run repeats the same numbers.
+
+Divergence: a run whose first metric becomes non-finite or exceeds ``diverge_factor`` times its initial
+absolute value (or ``diverge_ref``) is marked diverged at that round, stops training, and its metrics are
+recorded as +inf from then on.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from flkit.aggregate import Updates
+
+__all__ = ["Algorithm", "Runs", "Result", "Deadline", "run"]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One method of a comparison.
+
+    aggregator: a rule of :mod:`flkit.aggregate`; sampler: a sampler of :mod:`flkit.sample` (None: every
+    available client trains); lr: the server step size eta; local_lr: the clients' step size (None: the
+    task's own); availability: None (the experiment's masks), "all" (every client every round, e.g. FedGD),
+    a callable seed -> (T, N) bool, or a dict seed -> (T, N) (the algorithm's own participation process);
+    p: the participation probabilities this algorithm's server knows (float, (N,)), default the run's."""
+    aggregator: object
+    sampler: object | None = None
+    lr: float = 1.0
+    local_lr: float | None = None
+    availability: object = None
+    p: object = None
+    label: str = ""
+
+
+@dataclass
+class Runs:
+    """What a task needs to know about the rows of the runs axis: seeds (R,), local step sizes (R,),
+    the algorithm name of each row, and the layout (``groups`` blocks of ``group_size`` rows with the same
+    seeds in the same order, when that holds; else groups = 0)."""
+    seeds: list[int]
+    local_lr: Tensor
+    names: list[str]
+    groups: int = 0
+    group_size: int = 0
+
+
+class Deadline(RuntimeError):
+    """Raised by :func:`run` when it stopped at its deadline; the state is in the checkpoint."""
+
+
+@dataclass
+class Result:
+    """rounds (K,): the recorded rounds; values[name][metric]: (K, S_name) array (inf after divergence);
+    hit[name] (S,): first round meeting the target (-1: never); diverged[name] (S,): round of divergence
+    (-1: never); evals[name] (S,): client updates computed until the target was met (or the end);
+    seeds[name]: the seeds of the algorithm's rows; wall_s: seconds of this call's rounds."""
+    rounds: np.ndarray
+    values: dict
+    hit: dict
+    diverged: dict
+    evals: dict
+    seeds: dict
+    wall_s: float
+    rounds_done: int = 0
+    resumed_from: int = 0
+    final_w: Tensor | None = None     # (R, d) the models after the last round, in row order
+    final: dict = field(default_factory=dict)  # name -> the aggregator's final state
+
+    def tidy(self) -> pd.DataFrame:
+        """One row per algorithm x seed x recorded round x metric: columns method, seed, round, metric, value."""
+        frames = []
+        for name, mets in self.values.items():
+            for met, arr in mets.items():
+                K, S = arr.shape
+                frames.append(pd.DataFrame({"method": name, "seed": np.tile(self.seeds[name], K),
+                                            "round": np.repeat(self.rounds, S), "metric": met,
+                                            "value": arr.reshape(-1)}))
+        return pd.concat(frames, ignore_index=True)
+
+    def outcomes(self) -> pd.DataFrame:
+        """Per run (round 0): hit_round, diverged_round (-1: never), client_updates."""
+        frames = []
+        for name in self.hit:
+            for met, arr in (("hit_round", self.hit[name]), ("diverged_round", self.diverged[name]),
+                             ("client_updates", self.evals[name])):
+                frames.append(pd.DataFrame({"method": name, "seed": self.seeds[name], "round": 0, "metric": met,
+                                            "value": np.asarray(arr, dtype=float)}))
+        return pd.concat(frames, ignore_index=True)
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _int(v, name: str, low: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    return int(v)
+
+
+def _seed_lists(algorithms: Mapping, seeds) -> dict[str, list[int]]:
+    if isinstance(seeds, Mapping):
+        missing = sorted(set(algorithms) - set(seeds))
+        if missing:
+            raise ValueError(f"seeds has no entry for {missing}")
+        out = {a: list(seeds[a]) for a in algorithms}
+    else:
+        out = {a: list(seeds) for a in algorithms}
+    for a, s in out.items():
+        if not s:
+            raise ValueError(f"no seeds for algorithm {a!r}: give at least one")
+        if len(set(s)) != len(s):
+            raise ValueError(f"algorithm {a!r} has repeated seeds {s}")
+        for v in s:
+            _int(v, "every seed", 0)
+    return out
+
+
+def _mask_of(spec, seed: int, T: int, N: int) -> Tensor:
+    if spec is None or (isinstance(spec, str) and spec == "all"):
+        return torch.ones(T, N, dtype=torch.bool)
+    m = spec[seed] if isinstance(spec, Mapping) else spec(seed) if callable(spec) else spec
+    m = torch.as_tensor(np.asarray(m, dtype=bool))
+    if m.shape[0] < T or m.shape[1:] != (N,):
+        raise ValueError(f"availability of seed {seed} has shape {tuple(m.shape)}; need (>= {T}, {N})")
+    return m[:T]
+
+
+def _p_row(p, N: int, dtype) -> Tensor | None:
+    if p is None:
+        return None
+    v = torch.as_tensor(np.asarray(p, dtype=float), dtype=dtype)
+    v = v.expand(N) if v.dim() == 0 else v
+    if v.shape != (N,) or not bool(((v > 0) & (v <= 1)).all()):
+        raise ValueError(f"p must be a probability in (0, 1] or {N} of them, got shape {tuple(v.shape)}")
+    return v
+
+
+def _key(*parts) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def all_hit_or_diverged(hit: Tensor, diverged: Tensor, t: int) -> bool:
+    """The default stop rule with a target: every run has met it or diverged."""
+    return bool(((hit >= 0) | (diverged >= 0)).all())
+
+
+class _Probe:
+    """What a sampler may read: the current models' losses and would-be updates on given clients."""
+
+    def __init__(self, task, w, rows: Tensor, t: int, runs: Runs):
+        self.task, self.w, self.rows, self.t, self.runs = task, w, rows, t, runs
+        self.calls = {"losses": 0, "updates": 0}
+
+    def _pairs(self, mask: Tensor) -> Tensor:
+        return mask.nonzero()
+
+    def losses(self, mask: Tensor) -> Tensor:
+        self.calls["losses"] += 1
+        out = torch.full(mask.shape, float("nan"), dtype=torch.float64)
+        pr = self._pairs(mask)
+        if len(pr):
+            glob = torch.stack([self.rows[pr[:, 0]], pr[:, 1]], 1)
+            out[pr[:, 0], pr[:, 1]] = self.task.client_losses(self.w, glob).double().cpu()
+        return out
+
+    def updates(self, mask: Tensor):
+        self.calls["updates"] += 1
+        full = torch.zeros(len(self.runs.seeds), mask.shape[1], dtype=torch.bool)
+        full[self.rows] = mask
+        pairs, delta = self.task.client_updates(self.w, full, self.t, self.runs)
+        local = torch.full((len(self.runs.seeds),), -1, dtype=torch.long)
+        local[self.rows] = torch.arange(len(self.rows))
+        return torch.stack([local[pairs[:, 0]], pairs[:, 1]], 1), delta
+
+
+# -------------------------------------------------------------------------------------------- loop
+def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availability=None, p=None,
+        w0=None, every: int = 1, target: tuple[str, float] | None = None, stop_early: bool = True,
+        stop_when: Callable | None = None, diverge_factor: float = 1e6, diverge_ref: float | None = None,
+        progress: bool = False, desc: str | None = None, checkpoint: str | os.PathLike | None = None,
+        checkpoint_every_s: float = 300.0, deadline: float | None = None) -> Result:
+    """Run every algorithm for every seed for `rounds` rounds (module docstring). Returns a :class:`Result`.
+
+    seeds: a list (the same for every algorithm) or a dict name -> list. availability: None (everyone,
+    every round), a callable seed -> (T, N) bool, or a dict seed -> (T, N). p: the participation
+    probabilities the server knows (float, (N,)); an Algorithm's own ``p`` wins. w0: the initial model,
+    (d,) or (R, d) in row order (default: ``task.init_params(seeds)`` when the task has it, else zeros). every: metrics are recorded at rounds 0, every, 2 every,
+    ..., rounds. target: (metric, eps): the first round with metric <= eps is each run's hit round; with
+    ``stop_early`` the loop ends when ``stop_when(hit (R,), diverged (R,), t)`` is true (default: every run
+    hit or diverged). checkpoint: a file; the state is saved there every ``checkpoint_every_s`` seconds
+    and at the ``deadline`` (a ``time.time()`` value; then :class:`Deadline` is raised), and a later call
+    with the same arguments resumes from it to the same numbers; the file is removed when the run ends.
+    """
+    if not algorithms:
+        raise ValueError("algorithms is empty: give at least one Algorithm")
+    rounds, every = _int(rounds, "rounds", 1), _int(every, "every", 1)
+    names = list(algorithms)
+    seed_lists = _seed_lists(algorithms, seeds)
+    N, d, dtype = task.num_clients, task.dim, getattr(task, "dtype", torch.float32)
+    rows_of = {}
+    row_seeds, row_names = [], []
+    for a in names:
+        rows_of[a] = torch.arange(len(row_seeds), len(row_seeds) + len(seed_lists[a]))
+        row_seeds += seed_lists[a]
+        row_names += [a] * len(seed_lists[a])
+    R = len(row_seeds)
+    same = len({tuple(s) for s in seed_lists.values()}) == 1
+    local_lr = torch.tensor([float(algorithms[a].local_lr if algorithms[a].local_lr is not None
+                                   else getattr(task, "local_lr", 1.0)) for a in row_names], dtype=dtype)
+    runs = Runs(row_seeds, local_lr, row_names, len(names) if same else 0, len(seed_lists[names[0]]) if same else 0)
+
+    # participation drawn in advance: one (T, N) mask per seed, shared by the algorithms that use it
+    shared = {s: _mask_of(availability, s, rounds, N) for s in sorted(set(row_seeds))}
+    masks = torch.stack([shared[s] if algorithms[a].availability is None
+                         else _mask_of(algorithms[a].availability, s, rounds, N)
+                         for a, s in zip(row_names, row_seeds)])                         # (R, T, N)
+    p_rows = [_p_row(algorithms[a].p if algorithms[a].p is not None else p, N, dtype) for a in row_names]
+    p_all = torch.stack(p_rows) if all(v is not None for v in p_rows) else None
+    sizes = getattr(task, "sizes", None)
+    sizes = None if sizes is None else torch.as_tensor(np.asarray(sizes), dtype=torch.float64).expand(R, N)
+
+    key = _key(task.__class__.__name__, getattr(task, "key", None), [(a, repr(algorithms[a])) for a in names],
+               seed_lists, rounds, every, target, diverge_factor, diverge_ref)
+    ckpt = Path(checkpoint) if checkpoint is not None else None
+    if ckpt is not None and ckpt.is_file():
+        S = torch.load(ckpt, weights_only=False)
+        if S["key"] != key:
+            raise RuntimeError(f"checkpoint {ckpt} belongs to another run (key {S['key']} != {key}); remove it")
+        w, agg, smp, t0 = S["w"], S["agg"], S["smp"], S["t"]
+        hit, diverged, evals, first, store = S["hit"], S["diverged"], S["evals"], S["first"], S["store"]
+        wall_before = S["wall"]
+    else:
+        if w0 is None and hasattr(task, "init_params"):
+            w = task.init_params(row_seeds).to(dtype)          # each run's seed's "init" stream
+        elif w0 is None:
+            w = torch.zeros(R, d, dtype=dtype)
+        else:
+            w = torch.as_tensor(w0, dtype=dtype).clone()
+            w = w.expand(R, d).clone() if w.dim() == 1 else w
+            if w.shape != (R, d):
+                raise ValueError(f"w0 must have shape ({d},) or ({R}, {d}), got {tuple(w.shape)}")
+        agg = {a: algorithms[a].aggregator.init(len(rows_of[a]), N, d, dtype, w.device) for a in names}
+        smp = {a: (algorithms[a].sampler.init(len(rows_of[a]), N, sizes[rows_of[a]] if sizes is not None
+                                              else torch.ones(len(rows_of[a]), N, dtype=torch.float64),
+                                              seed_lists[a])
+                   if algorithms[a].sampler is not None else None) for a in names}
+        t0, store, wall_before = 0, [], 0.0
+        hit = torch.full((R,), -1, dtype=torch.long)
+        diverged = torch.full((R,), -1, dtype=torch.long)
+        evals = torch.zeros(R, dtype=torch.float64)
+        m0 = task.metrics(w)
+        first = next(iter(m0.values())).double().abs().clone()
+        if diverge_ref is not None:
+            first = torch.full_like(first, float(diverge_ref))
+        _check(m0, 0, first, hit, diverged, target, diverge_factor)
+        store.append((0, _record(m0, diverged)))
+
+    stop_rule = stop_when or all_hit_or_diverged
+    rec = set(range(0, rounds + 1, every)) | {rounds}
+    start, tic, last_ckpt = t0, time.perf_counter(), time.time()
+
+    def save():
+        if ckpt is None:
+            return
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ckpt.with_name(ckpt.name + ".tmp")
+        torch.save(dict(key=key, w=w, agg=agg, smp=smp, t=t, hit=hit, diverged=diverged, evals=evals, first=first,
+                        store=store, wall=wall_before + time.perf_counter() - tic), tmp)
+        os.replace(tmp, ckpt)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=rounds, initial=t0, desc=desc, leave=False)
+    t = t0
+    while t < rounds:
+        alive = diverged < 0
+        counts = masks[:, t].to(torch.long) * alive.unsqueeze(1)
+        for a in names:
+            sampler = algorithms[a].sampler
+            if sampler is not None:
+                rows = rows_of[a]
+                probe = _Probe(task, w, rows, t, runs)
+                c, smp[a] = sampler.select(smp[a], t, counts[rows] > 0, probe)
+                counts[rows] = c.to(torch.long) * alive[rows].unsqueeze(1)
+        active = counts > 0
+        live = (hit < 0) & alive
+        evals += (counts.sum(1) * live).double()
+        pairs, delta = task.client_updates(w, active, t, runs)
+        delta = delta.to(dtype)
+        pair_counts = counts[pairs[:, 0], pairs[:, 1]].to(dtype)
+        local = torch.empty(R, dtype=torch.long)
+        for a in names:
+            rows = rows_of[a]
+            local[rows] = torch.arange(len(rows))
+        owner = torch.tensor([names.index(x) for x in row_names])[pairs[:, 0]] if len(pairs) else pairs[:, 0]
+        w = w.clone()
+        for j, a in enumerate(names):
+            rows, alg = rows_of[a], algorithms[a]
+            sel = (owner == j).nonzero().squeeze(1)
+            lp = torch.stack([local[pairs[sel, 0]], pairs[sel, 1]], 1)
+            upd = Updates(lp, delta[sel], pair_counts[sel], len(rows), N,
+                          p_all[rows] if p_all is not None else None, sizes[rows] if sizes is not None else None)
+            G, agg[a] = alg.aggregator.apply(agg[a], upd)
+            w[rows] = w[rows] - alg.lr * G
+            if alg.sampler is not None and hasattr(alg.sampler, "observe"):
+                smp[a] = alg.sampler.observe(smp[a], t, lp, delta[sel])
+        t += 1
+        if target is not None or t in rec:
+            met = task.metrics(w)
+            _check(met, t, first, hit, diverged, target, diverge_factor)
+            done = target is not None and stop_early and stop_rule(hit, diverged, t)
+            if t in rec or done:
+                store.append((t, _record(met, diverged)))
+            if done:
+                break
+        if bar is not None:
+            bar.update(1)
+        now = time.time()
+        if deadline is not None and t < rounds and now > deadline:
+            save()
+            if bar is not None:
+                bar.close()
+            raise Deadline(f"stopped at round {t} of {rounds}; resume with the same call (checkpoint {ckpt})")
+        if ckpt is not None and now - last_ckpt > checkpoint_every_s:
+            save()
+            last_ckpt = now
+    if bar is not None:
+        bar.close()
+    if ckpt is not None and ckpt.is_file():
+        ckpt.unlink()
+    res = _result(store, names, rows_of, seed_lists, hit, diverged, evals,
+                  wall_before + time.perf_counter() - tic, t - start, start)
+    res.final_w, res.final = w, agg
+    return res
+
+
+def _check(met: dict, t: int, first: Tensor, hit: Tensor, diverged: Tensor, target, factor: float) -> None:
+    x = next(iter(met.values())).double()
+    bad = (~torch.isfinite(x) | (x.abs() > factor * first)) & (diverged < 0)
+    diverged[bad] = t
+    if target is not None:
+        y = met[target[0]].double()
+        newly = (y <= target[1]) & (hit < 0) & (diverged < 0)
+        hit[newly] = t
+
+
+def _record(met: dict, diverged: Tensor) -> dict:
+    out = {}
+    for k, v in met.items():
+        vv = v.detach().double().cpu().clone()
+        vv[diverged >= 0] = math.inf
+        out[k] = vv.numpy()
+    return out
+
+
+def _result(store, names, rows_of, seed_lists, hit, diverged, evals, wall, done, start) -> Result:
+    rounds = np.array(sorted({t for t, _ in store}))
+    pos = {t: k for k, t in enumerate(rounds)}
+    values = {}
+    for a in names:
+        r = rows_of[a].numpy()
+        values[a] = {}
+        for k in store[0][1]:
+            arr = np.full((len(rounds), len(r)), np.nan)
+            for t, row in store:
+                arr[pos[t]] = row[k][r]
+            values[a][k] = arr
+    pick = lambda v, a: v[rows_of[a]].numpy()  # noqa: E731
+    return Result(rounds=rounds, values=values, hit={a: pick(hit, a) for a in names},
+                  diverged={a: pick(diverged, a) for a in names}, evals={a: pick(evals, a) for a in names},
+                  seeds={a: np.asarray(seed_lists[a]) for a in names}, wall_s=wall, rounds_done=done,
+                  resumed_from=start)
+
+
