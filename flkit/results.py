@@ -27,11 +27,17 @@ too), but ``True`` is *not* ``1`` (JSON keeps booleans apart) and ``0.1 + 0.2`` 
 NaN/inf, non-string dict keys, sets, arrays and other objects are rejected with an error that names the
 offending field, before any work is done.
 
+Sweeps (`sweep`, `sweep_batched`) run their jobs in this process, or, given ``executor=`` (any
+``concurrent.futures.Executor``: a process pool, Dask's ``Client.get_executor()``, ... or an object whose
+``submit`` returns handles with ``done()``/``result()``, such as submitit's ``AutoExecutor``), submit them
+all and save each result here as it completes: the store is only ever written by the calling process.
+
 Results meant for the book are the small CSVs (and manifests) under ``results/<chapter>/``
 (``book_store(chapter)``); scratch results go under ``results/tmp/`` (git-ignored).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import io
@@ -524,35 +530,132 @@ def _progress(total: int, initial: int, progress: bool, desc: str | None):
     return tqdm(total=total, initial=initial, disable=not progress, desc=desc, unit="run")
 
 
+_POLL_S = 1.0  # seconds between polls of job handles that are not concurrent.futures.Future (submitit)
+
+
+def _check_executor(executor: Any) -> None:
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise TypeError(
+            f"executor must be None or a concurrent.futures.Executor (anything with submit(fn, *args) "
+            f"returning a handle with done() and result()), got {type(executor).__name__} ({executor!r:.60})"
+        )
+
+
+def _timed(fn: Callable, arg: Any, many: bool = False) -> tuple[Any, float, str]:
+    """(fn(arg), wall seconds, device), measured where the job runs (a worker, under an executor).
+
+    many=True lists fn's result inside the job (a generator of tables cannot travel back)."""
+    t0 = time.perf_counter()
+    out = list(fn(arg)) if many else fn(arg)
+    return out, time.perf_counter() - t0, _detected_device()
+
+
+def _completed(futures: Sequence, poll_s: float = _POLL_S) -> Iterable[int]:
+    """Indices of `futures` in the order they complete (concurrent.futures.as_completed when they are
+    Futures; otherwise, e.g. submitit Jobs, their done() is polled every `poll_s` seconds)."""
+    if all(isinstance(f, concurrent.futures.Future) for f in futures):
+        where = {f: i for i, f in enumerate(futures)}
+        for f in concurrent.futures.as_completed(futures):
+            yield where[f]
+        return
+    pending = list(range(len(futures)))
+    while pending:
+        ready = [i for i in pending if futures[i].done()]
+        if not ready:
+            time.sleep(poll_s)
+        pending = [i for i in pending if i not in set(ready)]
+        yield from ready
+
+
+def _finished_ok(future: Any) -> bool:
+    try:
+        return bool(future.done()) and future.exception() is None
+    except Exception:  # cancelled, or a handle that cannot tell
+        return False
+
+
+def _run_jobs(items: Sequence, job: Callable, many: bool, executor: Any,
+              save: Callable[[Any, tuple], None]) -> None:
+    """save(item, _timed(job, item)) for every item.
+
+    executor None: one after the other in this process. Otherwise every item is submitted first, then
+    each result is saved here as its job completes. On any error (a job's, a save's, or an interrupt of
+    this process) the jobs not yet started are cancelled, those already finished are saved, and the
+    error propagates; jobs still running are not waited for (their results are recomputed next time)."""
+    if executor is None:
+        for item in items:
+            save(item, _timed(job, item, many))
+        return
+    futures: list = []
+    handled: set[int] = set()
+    try:
+        for item in items:
+            futures.append(executor.submit(_timed, job, item, many))
+        for i in _completed(futures):
+            handled.add(i)
+            save(items[i], futures[i].result())
+    except BaseException:
+        for f in futures:
+            try:
+                if not f.done():
+                    f.cancel()
+            except Exception:  # e.g. scancel failed: the job's result is simply never saved
+                pass
+        for i, f in enumerate(futures):
+            if i not in handled and _finished_ok(f):
+                handled.add(i)
+                try:
+                    save(items[i], f.result())
+                except Exception as e:  # keep the first error; report this one
+                    warnings.warn(f"could not save a finished job while stopping the sweep: {e!r}", stacklevel=3)
+        raise
+
+
 def sweep(configs: Iterable[Mapping], fn: Callable[[dict], pd.DataFrame], store: Store,
-          progress: bool = True, desc: str | None = None, *, device: str | None = None) -> pd.DataFrame:
+          progress: bool = True, desc: str | None = None, *, device: str | None = None,
+          executor: concurrent.futures.Executor | None = None) -> pd.DataFrame:
     """Run `fn(config) -> table` for every config without a complete result, saving each as it ends.
 
     Interrupt and call again: finished runs are skipped. Returns the tables of all `configs` joined
-    with their config columns (as `Store.load_many`)."""
+    with their config columns (as `Store.load_many`).
+
+    executor: None runs the configs one after the other in this process. An executor (e.g.
+    `ProcessPoolExecutor`, Dask's `Client(...).get_executor()`, submitit's `AutoExecutor`) gets every
+    pending `fn(config)` at once; each table is saved here, in the calling process, as its job
+    completes, so a killed sweep keeps the finished runs and the stored tables do not depend on the
+    completion order. `fn` must then be picklable (a module-level function). Wall time and device are
+    measured inside the job. A job's exception propagates after the results that had already
+    finished are saved; jobs not yet started are cancelled."""
+    _check_executor(executor)
     unique, todo = _pending(configs, store)
     with _progress(len(unique), len(unique) - len(todo), progress, desc) as bar:
-        for config in todo:
-            t0 = time.perf_counter()
-            table = fn(config)
-            store.save(config, table, wall_time_s=time.perf_counter() - t0, device=device)
+        def save(config: dict, out: tuple) -> None:
+            table, wall, where = out
+            store.save(config, table, wall_time_s=wall, device=device or where)
             bar.update(1)
+
+        _run_jobs(todo, fn, False, executor, save)
     return store.load_many(unique)
 
 
 def sweep_batched(configs: Iterable[Mapping], fn_many: Callable[[list[dict]], Sequence[pd.DataFrame]],
                   store: Store, batch_size: int | None = None, progress: bool = True,
                   desc: str | None = None, *, group_by: str | Sequence[str] | Callable | None = None,
-                  device: str | None = None) -> pd.DataFrame:
+                  device: str | None = None,
+                  executor: concurrent.futures.Executor | None = None) -> pd.DataFrame:
     """Like `sweep`, but the missing configs go to `fn_many(list_of_configs) -> list of tables` in
     batches of at most `batch_size` (None: all at once), so that many runs share one vectorized
     computation. group_by (field name(s) or a function of the config) keeps only configs that agree on
     it in one batch (e.g. group_by="method" when only seeds and learning rates vectorize).
     Each run's manifest records the batch's wall time and size (`table.attrs["wall_time_s"]`, when
     fn_many sets it, wins: a batch resumed from a checkpoint counts its earlier pieces too) and the
-    table's other attrs (e.g. how it was computed)."""
+    table's other attrs (e.g. how it was computed).
+
+    executor: as in `sweep`, with one job per batch (`fn_many(batch)`); the batches are formed here,
+    the same with or without an executor."""
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+    _check_executor(executor)
     unique, todo = _pending(configs, store)
     groups: dict[str, list[dict]] = {}
     for config in todo:
@@ -565,21 +668,22 @@ def sweep_batched(configs: Iterable[Mapping], fn_many: Callable[[list[dict]], Se
             flat = flatten_config(config)
             g = _eq_form([flat.get(n) for n in names])
         groups.setdefault(g, []).append(config)
+    batches: list[list[dict]] = []
+    for members in groups.values():
+        size = batch_size or len(members)
+        batches += [members[i:i + size] for i in range(0, len(members), size)]
     with _progress(len(unique), len(unique) - len(todo), progress, desc) as bar:
-        for members in groups.values():
-            size = batch_size or len(members)
-            for i in range(0, len(members), size):
-                batch = members[i:i + size]
-                t0 = time.perf_counter()
-                tables = list(fn_many(batch))
-                wall = time.perf_counter() - t0
-                if len(tables) != len(batch):
-                    raise ValueError(f"fn_many returned {len(tables)} tables for a batch of {len(batch)} configs")
-                for config, table in zip(batch, tables):
-                    # a batch resumed from a checkpoint reports its total compute time in table.attrs
-                    extra = {k: v for k, v in table.attrs.items()
-                             if k not in ("wall_time_s", "device", "batch_size")}
-                    store.save(config, table, wall_time_s=table.attrs.get("wall_time_s", wall), device=device,
-                               batch_size=len(batch), **extra)
-                bar.update(len(batch))
+        def save(batch: list[dict], out: tuple) -> None:
+            tables, wall, where = out
+            if len(tables) != len(batch):
+                raise ValueError(f"fn_many returned {len(tables)} tables for a batch of {len(batch)} configs")
+            for config, table in zip(batch, tables):
+                # a batch resumed from a checkpoint reports its total compute time in table.attrs
+                extra = {k: v for k, v in table.attrs.items()
+                         if k not in ("wall_time_s", "device", "batch_size")}
+                store.save(config, table, wall_time_s=table.attrs.get("wall_time_s", wall),
+                           device=device or where, batch_size=len(batch), **extra)
+            bar.update(len(batch))
+
+        _run_jobs(batches, fn_many, True, executor, save)
     return store.load_many(unique)

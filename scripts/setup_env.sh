@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   echo "setting up .venv (first run installs torch: several minutes)"
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[book,test]"
+  .venv/bin/python -m pip install -q -e ".[book,test,cluster]"
   echo "$want" > "$stamp"
 fi
 # Real MNIST / Fashion-MNIST from the machine's shared folder, when there is one (see data/README.md).
