@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flkit import engine as E  # noqa: E402
 from flkit import models  # noqa: E402
 
-# model -> local-training config of its paper (configs.md 1.1 and 3.3)
+# model -> local-training config of its authors' code (IBM/fedau@6e9cce9 config.py;
+# CityChan/HiCS-FL@25f309d configs/CIFAR10/*.json, client/client_base.py)
 CONFIGS = {
     "fedau_cifar10": dict(batch=16, steps=5, train=dict(lr=0.1)),                              # FedAU: SGD, I=5
     "hics_cifar10": dict(batch=64, steps=5, train=dict(lr=1e-3, opt="adam", prox_mu=0.5)),    # HiCS: Adam+prox

@@ -69,8 +69,8 @@ SOURCES = {
     "cinic10": "https://datashare.ed.ac.uk/handle/10283/3192 (CINIC-10.tar.gz, extract into <root>/CINIC-10)",
 }
 
-# Per-channel (mean, std) used by each document's code (see ../shared/papers/configs.md, IBM/fedau
-# dataset/dataset.py, CityChan/HiCS-FL).
+# Per-channel (mean, std) used by each document's code: IBM/fedau@6e9cce9 dataset/dataset.py::load_data and
+# config.py; CityChan/HiCS-FL@25f309d sampling.py::partition_data_various_alpha (book/appendix/provenance.md).
 _CIFAR10_FEDAU = ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010))
 PAPER_STATS: dict[tuple[str, str], tuple[tuple[float, ...], tuple[float, ...]]] = {
     ("fedau", "svhn"): ((0.4376821, 0.4437697, 0.47280442), (0.19803012, 0.20101562, 0.19703614)),

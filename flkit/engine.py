@@ -627,7 +627,8 @@ def sample_batches(index_lists, batch_size: int, num_steps: int, generator: torc
 
 
 class BatchStream:
-    """Per-client minibatch streams that persist across rounds, as in FedAU's code (configs.md 1.6):
+    """Per-client minibatch streams that persist across rounds, as in FedAU's code (IBM/fedau@6e9cce9, ``main.py``,
+    ``sample_minibatch``):
     each client walks through a random permutation of its data B samples at a time; when fewer than
     B samples are left they are skipped and a fresh permutation starts (``DataLoader(shuffle=True)``
     restarted on a short batch). A client with n < B gets its samples repeated to fill a batch

@@ -7,8 +7,8 @@ Every model is a :class:`Net` (an ``nn.Sequential`` with an ``init_weights()`` m
 * :mod:`flkit.engine` can train plain conv/linear/ReLU/max-pool stacks with its grouped fast path
   (models with BatchNorm or PReLU go through ``torch.func.vmap`` instead).
 
-Architectures follow ../shared/papers/configs.md (the authors' public code); section numbers below
-refer to that file. Where our model departs from the code, the docstring says so.
+Architectures follow the authors' public code; each docstring names the repository (@ commit) and the file,
+and book/appendix/provenance.md lists them. Where our model departs from the code, the docstring says so.
 
 =====================  ============================================================  ==========
 name (alias)           architecture                                                  parameters
@@ -51,10 +51,10 @@ class Net(nn.Sequential):
       * ``"default"``: PyTorch's default init of each layer;
       * ``"fedau"``: Kaiming-normal (fan_in, ReLU gain) weights and zero biases on every Conv2d and
         on every Linear except the last one (the authors apply it to their ``conv`` and ``fc1`` blocks;
-        their final ``fc2`` keeps PyTorch's default), configs.md 1.3;
+        their final ``fc2`` keeps PyTorch's default), IBM/fedau@6e9cce9 ``model/cnn_*.py``;
       * ``"hics"``: Xavier-uniform weights with ReLU gain on every Conv2d/Linear, default biases
-        (configs.md 3.1);
-      * ``"zero"``: all Linear weights zero, biases default (the Fed-CVaR 2-D notebooks, configs.md 2.4).
+        (CityChan/HiCS-FL@25f309d ``server/server_hics.py``);
+      * ``"zero"``: all Linear weights zero, biases default (the Fed-CVaR 2-D notebooks of risk-aware-FL@f4a32c0).
     """
 
     def __init__(self, *layers: nn.Module, init: str = "default"):
@@ -99,48 +99,52 @@ def _fedau_convs(in_ch: int) -> list[nn.Module]:
 
 
 def fedau_svhn(num_classes: int = 10) -> Net:
-    """FedAU SVHN CNN (configs.md 1.3): two 3x3 conv blocks, FC 2048-128-10."""
+    """FedAU SVHN CNN (IBM/fedau@6e9cce9 ``model/cnn_svhn.py``): two 3x3 conv blocks, FC 2048-128-10."""
     return Net(*_fedau_convs(3), nn.Linear(2048, 128), nn.ReLU(), nn.Linear(128, num_classes), init="fedau")
 
 
 def fedau_cifar10(num_classes: int = 10) -> Net:
-    """FedAU CIFAR-10 CNN (configs.md 1.3): two 3x3 conv blocks, FC 2048-256-64-10."""
+    """FedAU CIFAR-10 CNN (IBM/fedau@6e9cce9 ``model/cnn_cifar10.py``): two 3x3 conv blocks, FC 2048-256-64-10."""
     return Net(*_fedau_convs(3), nn.Linear(2048, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(),
                nn.Linear(64, num_classes), init="fedau")
 
 
 def fedau_cifar100(num_classes: int = 100, dropout: float = 0.2) -> Net:
-    """FedAU CIFAR-100 CNN (configs.md 1.3): conv blocks, Dropout, FC 2048-512-256-100 with Dropout."""
+    """FedAU CIFAR-100 CNN (IBM/fedau@6e9cce9 ``model/cnn_cifar100.py``): conv blocks, Dropout,
+    FC 2048-512-256-100 with Dropout."""
     return Net(*_fedau_convs(3), nn.Dropout(dropout), nn.Linear(2048, 512), nn.ReLU(), nn.Dropout(dropout),
                nn.Linear(512, 256), nn.ReLU(), nn.Dropout(dropout), nn.Linear(256, num_classes), init="fedau")
 
 
 def fedau_cinic10(num_classes: int = 10, dropout: float = 0.2) -> Net:
-    """FedAU CINIC-10 CNN: the CIFAR-100 model with 10 outputs (configs.md 1.3)."""
+    """FedAU CINIC-10 CNN: the CIFAR-100 model with 10 outputs (IBM/fedau@6e9cce9 ``model/cnn_cinic10.py``)."""
     return fedau_cifar100(num_classes, dropout)
 
 
 def fedau_fmnist(num_classes: int = 10) -> Net:
-    """FedAU Fashion-MNIST CNN (configs.md 1.3): conv blocks on 1 channel, FC 1568-128-10 (ReLU)."""
+    """FedAU Fashion-MNIST CNN (IBM/fedau@6e9cce9 ``model/cnn_mnist.py``): conv blocks on 1 channel,
+    FC 1568-128-10 (ReLU)."""
     return Net(*_fedau_convs(1), nn.Linear(1568, 128), nn.ReLU(), nn.Linear(128, num_classes), init="fedau")
 
 
 # ------------------------------------------------------------------------------------------ Fed-CVaR
 def cvar_mlp(in_dim: int = 784, hidden: int = 128, num_classes: int = 10) -> Net:
-    """Fed-CVaR MNIST MLP 784-128-128-10 with leaky ReLU (slope 0.01), default init (configs.md 2.2)."""
+    """Fed-CVaR MNIST MLP 784-128-128-10 with leaky ReLU (slope 0.01), default init
+    (risk-aware-FL@f4a32c0 ``script for Mnist.py``)."""
     return Net(nn.Flatten(), nn.Linear(in_dim, hidden), nn.LeakyReLU(), nn.Linear(hidden, hidden), nn.LeakyReLU(),
                nn.Linear(hidden, num_classes))
 
 
 def cvar_lenet(num_classes: int = 10) -> Net:
-    """Fed-CVaR Fashion-MNIST LeNet (configs.md 2.3): conv 1-6, 6-16 (5x5, pad 2), FC 784-120-84-10."""
+    """Fed-CVaR Fashion-MNIST LeNet (risk-aware-FL@f4a32c0 ``script for FashionMnist.py``): conv 1-6, 6-16
+    (5x5, pad 2), FC 784-120-84-10."""
     return Net(nn.Conv2d(1, 6, 5, padding=2), nn.LeakyReLU(), nn.MaxPool2d(2),
                nn.Conv2d(6, 16, 5, padding=2), nn.LeakyReLU(), nn.MaxPool2d(2), nn.Flatten(),
                nn.Linear(784, 120), nn.LeakyReLU(), nn.Linear(120, 84), nn.LeakyReLU(), nn.Linear(84, num_classes))
 
 
 def cvar_2d(num_classes: int = 3, hidden: int = 64, *, zero_init: bool = False, double_softmax: bool = False) -> Net:
-    """Fed-CVaR 2-D synthetic model 2-64-C with ReLU (configs.md 2.4).
+    """Fed-CVaR 2-D synthetic model 2-64-C with ReLU (the three 2-D notebooks of risk-aware-FL@f4a32c0).
 
     Two quirks of the authors' notebooks are available as flags, both off by default:
       * ``zero_init=True``: both Linear weight matrices start at zero (biases keep PyTorch's default),
@@ -156,8 +160,10 @@ def cvar_2d(num_classes: int = 3, hidden: int = 64, *, zero_init: bool = False, 
 
 # ------------------------------------------------------------------------------------------- HiCS-FL
 def hics_fmnist(num_classes: int = 10) -> Net:
-    """HiCS-FL FMNIST_CNN (configs.md 3.1): conv(no bias)-PReLU-BN, conv-PReLU-BN-pool, conv-PReLU-BN-pool,
-    FC 3136-64 (ReLU) - 10, Xavier-uniform (ReLU gain) weights.
+    """HiCS-FL FMNIST_CNN (CityChan/HiCS-FL@25f309d ``cnn.py``): conv(no bias)-PReLU-BN, conv-PReLU-BN-pool,
+    conv-PReLU-BN-pool, FC 3136-64 (ReLU) - 10, Xavier-uniform (ReLU gain) weights. This is the network
+    the authors' scripts run; the document's appendix describes another one (two 5x5 convolutions, one
+    linear layer), which is the unused ``FMNIST_CNN`` of the repository's ``models.py``.
 
     BatchNorm: in training mode the batch statistics normalise the batch and the running statistics
     are buffers; :mod:`flkit.engine` stacks them per model and updates them functionally (vmap path).
@@ -169,9 +175,9 @@ def hics_fmnist(num_classes: int = 10) -> Net:
 
 
 def hics_cifar10(num_classes: int = 10, dropout: float = 0.2) -> Net:
-    """HiCS-FL CIFAR10_CNN, the FedAvg-paper CNN (configs.md 3.1): conv3-32, conv32-64, conv64-64 (3x3, no pad),
-    ReLU + pool after the first two, Dropout .2 after each conv block (none after conv3's activation, which
-    it lacks), FC 1024-64 (ReLU) - 10, Xavier-uniform (ReLU gain) weights."""
+    """HiCS-FL CIFAR10_CNN, the FedAvg-paper CNN (CityChan/HiCS-FL@25f309d ``cnn.py``): conv3-32, conv32-64,
+    conv64-64 (3x3, no pad), ReLU + pool after the first two, Dropout .2 after each conv block (none after
+    conv3's activation, which it lacks), FC 1024-64 (ReLU) - 10, Xavier-uniform (ReLU gain) weights."""
     return Net(nn.Conv2d(3, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(dropout),
                nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(dropout),
                nn.Conv2d(64, 64, 3), nn.Dropout(dropout), nn.Flatten(),
@@ -180,27 +186,28 @@ def hics_cifar10(num_classes: int = 10, dropout: float = 0.2) -> Net:
 
 # --------------------------------------------------------------------------------------- MIFA, CA-Fed
 def mifa_cnn_cifar10(num_classes: int = 10) -> Net:
-    """MIFA ``cnn`` (configs.md 4.1): conv3-32 (5x5), ReLU, pool2, conv32-64 (5x5), ReLU, pool2, FC 1600-512 (ReLU)-10,
-    PyTorch default init."""
+    """MIFA ``cnn`` (hmgxr128/MIFA_code@c1099d9 ``src/models/model.py::TwoConvOneFc``): conv3-32 (5x5),
+    ReLU, pool2, conv32-64 (5x5), ReLU, pool2, FC 1600-512 (ReLU)-10, PyTorch default init."""
     return Net(nn.Conv2d(3, 32, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
                nn.Flatten(), nn.Linear(1600, 512), nn.ReLU(), nn.Linear(512, num_classes))
 
 
 def cafed_cnn_cifar10(num_classes: int = 10) -> Net:
-    """CA-Fed CIFAR-10 CNN (configs.md 5.4): as ``mifa_cnn_cifar10`` with FC 1600-2048-10.
-    The activations are not listed in configs.md; ReLU after each conv and the hidden FC is assumed."""
+    """CA-Fed CIFAR-10 CNN (arodio/CA-Fed@e673587 ``models.py::CIFAR10CNN``): as ``mifa_cnn_cifar10`` with
+    FC 1600-2048-10, ReLU after each conv and after the hidden FC."""
     return Net(nn.Conv2d(3, 32, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
                nn.Flatten(), nn.Linear(1600, 2048), nn.ReLU(), nn.Linear(2048, num_classes))
 
 
 def logreg(in_dim: int = 784, num_classes: int = 10) -> Net:
     """Multinomial logistic regression (MIFA's MNIST l2-logistic; the l2 term is the optimiser's
-    weight decay, configs.md 4.1). Inputs are flattened."""
+    weight decay, hmgxr128/MIFA_code@c1099d9 ``run_mnist_logit.sh``). Inputs are flattened."""
     return Net(nn.Flatten(), nn.Linear(in_dim, num_classes))
 
 
 def linear(in_dim: int = 10, out_dim: int = 1, bias: bool = True) -> Net:
-    """A single linear layer on flattened inputs (CA-Fed synthetic 10->1 and MNIST 784->10, configs.md 5.4).
+    """A single linear layer on flattened inputs (CA-Fed synthetic 10->1 and MNIST 784->10;
+    arodio/CA-Fed@e673587 ``models.py::LinearLayer``).
     With ``out_dim=1`` the engine's default loss is the binary logistic loss."""
     return Net(nn.Flatten(), nn.Linear(in_dim, out_dim, bias=bias))
 

@@ -9,7 +9,9 @@ is meant to be applied on top of an availability mask drawn with the same seed, 
 stream ``rng(seed, "selection")`` so that the selection is independent of the availability draws.
 A ``np.random.Generator`` may be passed in place of any seed; it is then used (and advanced) as is.
 
-Processes (configs.md 1.5, 2.1, 4.1, 5.1 and 6):
+Processes (the authors' code: IBM/fedau@6e9cce9 ``util/util.py::WorkerSampler``; risk-aware-FL@f4a32c0;
+hmgxr128/MIFA_code@c1099d9 ``src/trainers/base.py::get_avail_clients``; arodio/CA-Fed@e673587
+``activity_simulator.py``; see book/appendix/provenance.md):
 
 * :func:`bernoulli` - independent availability with probability p_n (FedAU, MIFA).
 * :func:`markov` - two-state Markov chain per client, FedAU's (p_n, x) or CA-Fed's (pi_n, lambda_n).
@@ -131,7 +133,8 @@ def transition_probs(p, *, x=None, lam=None) -> tuple[np.ndarray, np.ndarray]:
 
 def markov_lambda(x, p) -> np.ndarray | float:
     """Second eigenvalue (= lag-1 autocorrelation) of FedAU's chain with parameter x:
-    1 - x/p, the CA-Fed lambda that gives the same transition matrix (configs.md 6).
+    1 - x/p, the CA-Fed lambda that gives the same transition matrix (compare FedAU's
+    ``util/util.py::WorkerSampler`` with CA-Fed's ``activity_simulator.py``).
 
     Where FedAU rescales (x(1/p - 1) > 1) the chain's actual eigenvalue is returned,
     1 - P(i->a) - P(a->i) = -p/(1-p), since 1 - x/p would then lie outside [-1, 1].
@@ -180,7 +183,7 @@ def markov(p, rounds: int, seed, *, x=None, lam=None) -> np.ndarray:
 # Cyclic
 # ----------------------------------------------------------------------------------------------
 def cyclic(p, rounds: int, seed, period: int = 100) -> np.ndarray:
-    """FedAU's cyclic pattern (``-participation cyclic-L``, configs.md 1.5).
+    """FedAU's cyclic pattern (``-participation cyclic-L``; IBM/fedau@6e9cce9 ``util/util.py::WorkerSampler``).
 
     Client n alternates an active block of A_n = max(1, round(L p_n)) rounds and an inactive block of
     max(1, L - A_n) rounds. It starts inactive with a random phase phi_n ~ U{0, ..., inactive-1}: rounds

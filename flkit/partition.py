@@ -5,8 +5,8 @@ too) and a ``seed``, and returns a :class:`Partition`. An ``int`` seed uses the 
 ``flkit.seeding.rng(seed, "data")``; a ``np.random.Generator`` may be passed instead and is then used
 (and advanced) as it is.
 
-Schemes and where they come from (paper = seed document, code = the authors' public code as read in
-``../shared/papers/configs.md``):
+Schemes and where they come from (paper = seed document, code = the authors' public code; repository,
+commit and file of each in ``book/appendix/provenance.md``):
 
 ============================  ==================================================================
 :func:`iid`                   uniform random split into near-equal parts (CA-Fed's IID split)
@@ -301,7 +301,7 @@ def grouped_dirichlet(labels, num_clients: int, alphas: Sequence[float], seed, b
 
 def fedau_dirichlet(labels, num_clients: int = 250, alpha: float = 0.1, *, seed,
                     shuffle: bool = False) -> Partition:
-    """FedAU's partition (``util.py::partition``; configs.md 1.4).
+    """FedAU's partition (IBM/fedau@6e9cce9, ``util/util.py::partition``).
 
     Each client n draws a label distribution D_n ~ Dir(alpha 1_C); the samples of label i are split
     among the clients in proportion to D_{n,i} / sum_m D_{m,i}: client n gets the contiguous slice
@@ -332,7 +332,8 @@ def fedau_dirichlet(labels, num_clients: int = 250, alpha: float = 0.1, *, seed,
 
 def fedau_participation_probs(counts, alpha: float = 0.1, mean: float = 0.1, p_min: float = 0.02, *, seed,
                               q=None) -> np.ndarray:
-    """FedAU's heterogeneous participation probabilities (configs.md 1.4).
+    """FedAU's heterogeneous participation probabilities
+    (IBM/fedau@6e9cce9, ``util/util.py::data_participation_each_node``).
 
         p_n = max(p_min, lambda <a_n, q>),   q ~ Dir(alpha 1_C) drawn once,   lambda = mean * C,
 
@@ -396,7 +397,8 @@ def _even_split(y: np.ndarray, C: int, classes_of_user: list[list[int]], g: np.r
 
 def rare_users(labels, num_users: int = 30, frequent_frac: float = 0.9, pattern_frac: float = 0.9, *, seed,
                rare_classes: Sequence[int] | None = None, stratify: bool = True) -> Partition:
-    """Fed-CVaR-Avg's split (doc 003 Sec. 4; configs.md 2.2-2.3): rare users own rare classes.
+    """Fed-CVaR-Avg's split (doc 003 Sec. 4; risk-aware-FL@f4a32c0, MNIST and Fashion-MNIST scripts):
+    rare users own rare classes.
 
     Users are ordered from most to least frequent (match them with a RAM distribution rho sorted in
     descending order). The first F = round(M K) users are the frequent ones, the last K - F the rare

@@ -1,4 +1,5 @@
-"""Models: parameter counts (hand-computed from the architectures in configs.md), shapes, inits."""
+"""Models: parameter counts (hand-computed from the authors' architectures listed in
+book/appendix/provenance.md), shapes, inits."""
 from __future__ import annotations
 
 import pytest

@@ -13,11 +13,12 @@ TABLE1_RARE_RHO = (0.0107, 0.0078, 0.0053)  # Table 1 caption: the three least a
 def rho_fig2_k30() -> np.ndarray:
     """RAM distribution of Fig. 2(c), K = 30, sorted descending.
 
-    The authors hard-code a vector (0.0735 ... 0.0053, six rare users totalling about 0.075) that is
-    not fully listed (configs.md 2.4); the document only shows it as a bar plot. We construct one with
-    the same ends and the same rare mass: the 24 frequent users rho_j = a + (0.0735 - a)(1 - j/23)^2,
-    j = 0..23, with a chosen so that they total 0.925; the 6 rare users equally spaced from 0.0197
-    down to 0.0053 (total 0.075). Exact sum 1, strictly the rare six below every frequent user."""
+    The authors hard-code a vector (0.0735 ... 0.0053, six rare users totalling about 0.075) in their
+    notebook (risk-aware-FL@f4a32c0, ``motivate example 3 classes 30 users.ipynb``); the document only
+    shows it as a bar plot. We construct one with the same ends and the same rare mass: the 24 frequent
+    users rho_j = a + (0.0735 - a)(1 - j/23)^2, j = 0..23, with a chosen so that they total 0.925; the
+    6 rare users equally spaced from 0.0197 down to 0.0053 (total 0.075). Exact sum 1, strictly the rare
+    six below every frequent user."""
     j = np.arange(24)
     x2 = (1 - j / 23) ** 2
     top = 0.0735
@@ -32,8 +33,8 @@ def rho_table1(seed: int = 0, num_users: int = 30, rare=TABLE1_RARE_RHO, max_dra
     """RAM distribution of Table 1 (also used for Figs. 3-4, for which the document gives none).
 
     The last three users get the caption's probabilities 0.0107, 0.0078, 0.0053. The others are drawn as
-    the authors draw theirs (configs.md 2.1: `rand(K)` normalized, sorted descending), from
-    rng(seed, "ram"): K uniforms, sorted descending, the largest K - 3 kept and rescaled to total
+    the authors draw theirs (risk-aware-FL@f4a32c0, both scripts: `rand(K)` normalized, sorted
+    descending), from rng(seed, "ram"): K uniforms, sorted descending, the largest K - 3 kept and rescaled to total
     1 - 0.0238, so that all K sum to 1. Draws in which a kept user would fall below 0.0107 are
     rejected (the caption's three are the least available users) and the next draw of the same stream
     is taken (about one draw in four is accepted; seed 0: the fifth)."""
