@@ -29,7 +29,7 @@ TOLERANCE: dict[str, tuple[float, str]] = {
 
 
 def _mifa_quadratic() -> pd.DataFrame:
-    from flkit import mifa
+    from flkit.papers import mifa
     task = mifa.quadratic_task(n=10, dim=10, seed=0)
     methods = ["fedavg_is", "fedavg", "mifa", "umifa", "mifam", "umifam", "umifa_saga", "umifam_saga", "fedgd",
                "fedpgd"]
@@ -41,7 +41,7 @@ def _mifa_quadratic() -> pd.DataFrame:
 
 
 def _mifa_nonconvex() -> pd.DataFrame:
-    from flkit import mifa
+    from flkit.papers import mifa
     task = mifa.symmetric_quadratic(8, 8, 0, lam=0.5)
     runs = pd.DataFrame([(s, e) for e in (0.05, 0.2) for s in (0, 1)], columns=["seed", "eta"])
     res = mifa.simulate(task, ["mifa", "umifa_saga", "fedavg"], seeds=runs["seed"].tolist(), eta=runs["eta"].to_numpy(),
@@ -50,7 +50,7 @@ def _mifa_nonconvex() -> pd.DataFrame:
 
 
 def _mifa_theory() -> pd.DataFrame:
-    from flkit import mifa
+    from flkit.papers import mifa
     ftask = mifa.symmetric_quadratic(10, 10, 0, mu=0.1, L=1.0, sigma_G2=1.0)
     fam = mifa.symmetric_quadratic(8, 8, 0)
     parts = [
@@ -66,7 +66,7 @@ def _mifa_theory() -> pd.DataFrame:
 
 
 def _mifa_logistic() -> pd.DataFrame:
-    from flkit import mifa
+    from flkit.papers import mifa
     task = mifa.softmax_task(100, 2, seed=0, subset=20, synthetic=True, epochs=2, batch_size=10)
     methods = ["fedavg_is", "fedavg", "mifa", "umifa", "mifam", "umifam", "umifa_saga", "umifam_saga"]
     res = mifa.simulate(task, methods, seeds=[0, 1], eta=0.05, p=0.1, beta=0.5, rounds=8, every=2)

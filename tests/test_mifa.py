@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from flkit import mifa
+from flkit.papers import mifa
 
 DT = torch.float64
 

@@ -60,10 +60,12 @@ import torch
 from torch import Tensor
 
 from flkit import aggregate, participation
-from flkit.seeding import rng, torch_gen
+from flkit.seeding import rng
+from flkit.tasks import (QuadraticTask, SoftmaxTask, quadratic_task, softmax_task,  # noqa: F401  (the chapter's tasks)
+                         symmetric_quadratic)
 
 __all__ = [
-    "Method", "METHODS", "LABELS",
+    "Method", "METHODS", "LABELS", "PROFILES", "profile",
     "QuadraticTask", "quadratic_task", "symmetric_quadratic", "SoftmaxTask", "softmax_task",
     "bernoulli_masks", "uniform_k_masks", "simulate", "Result",
     "umifa_growth_rate", "fit_slope", "PALETTE", "plot_curves", "summary",
@@ -132,407 +134,6 @@ def _apply(rule, table: Tensor, delta: Tensor, active: Tensor, p) -> tuple[Tenso
     upd = Updates(pairs, delta[pairs[:, 0], pairs[:, 1]], torch.ones(len(pairs), dtype=delta.dtype), R, n, pt)
     G, st = rule.apply(TableState(table), upd)
     return G, st.table
-# ================================================================================================
-# problems
-# ================================================================================================
-def _psi(w: Tensor) -> Tensor:
-    return (w * w / (1 + w * w)).sum(-1)
-
-
-def _dpsi(w: Tensor) -> Tensor:
-    return 2 * w / (1 + w * w) ** 2
-
-
-@dataclass
-class QuadraticTask:
-    r"""Clients :math:`f_i(w) = \frac12 (w-b_i)^\top A_i (w-b_i) + \lambda \sum_j \frac{w_j^2}{1+w_j^2}`
-    (``problem`` = a :class:`flkit.datasets.QuadraticProblem` giving the diagonal A_i and b_i; lam > 0 adds
-    the non-convex term, whose second derivative lies in [-lam/2, 2 lam]), :math:`f = \frac1n\sum_i f_i`.
-
-    Local training = ``local_steps`` GD steps with the server's step size eta, in closed form per
-    coordinate (lam = 0): :math:`\Delta_i = \frac1\eta(1-(1-\eta A_i)^\tau)(w-b_i)`; with
-    ``local_steps=1``, :math:`\Delta_i = \nabla f_i(w)` (what the document's analysis uses)."""
-    problem: object
-    lam: float = 0.0
-    local_steps: int = 1
-
-    def __post_init__(self):
-        if self.local_steps < 1:
-            raise ValueError("local_steps must be >= 1")
-        if self.lam and self.local_steps != 1:
-            raise ValueError("the non-convex variant supports local_steps=1 only")
-        A, b = self.problem.A, self.problem.b
-        self._H = A.mean(0)                         # global Hessian (diagonal)
-        self._h = (A * b).mean(0)                   # grad f(w) = H w - h (+ lam psi'(w))
-        self._w_star = self.problem.w_star
-
-    @property
-    def n(self) -> int:
-        return self.problem.A.shape[0]
-
-    @property
-    def dim(self) -> int:
-        return self.problem.A.shape[1]
-
-    num_clients = n
-    dtype = torch.float64
-
-    def client_updates(self, w: Tensor, active: Tensor, t: int, runs) -> tuple[Tensor, Tensor]:
-        """`flkit.fl` task protocol: the updates of the active (run, client) pairs, from the dense
-        :meth:`updates` (closed form; the step sizes are the runs' local ones)."""
-        pairs = active.nonzero()
-        return pairs, self.updates(w, active, runs.local_lr)[pairs[:, 0], pairs[:, 1]]
-
-    @property
-    def L(self) -> float:
-        """Smoothness constant of every f_i (max curvature, + 2 lam for the non-convex term)."""
-        return float(self.problem.A.max()) + 2 * self.lam
-
-    @property
-    def f_star(self) -> float | None:
-        return float(self.problem.f_star) if self.lam == 0 else None
-
-    @property
-    def sigma_G2(self) -> float:
-        r"""sup over clients of :math:`\|\nabla f_i(w)-\nabla f(w)\|^2` when all A_i are equal (then it
-        does not depend on w); NaN otherwise."""
-        A = self.problem.A
-        if not torch.allclose(A, A[:1].expand_as(A)):
-            return float("nan")
-        d = A[0] * (self.problem.b - self.problem.b.mean(0))
-        return float((d * d).sum(-1).max())
-
-    def client_grads(self, w: Tensor) -> Tensor:
-        g = self.problem.client_grads(w)
-        if self.lam:
-            g = g + self.lam * _dpsi(w).unsqueeze(-2)
-        return g
-
-    def f(self, w: Tensor) -> Tensor:
-        v = self.problem.f(w)
-        return v + self.lam * _psi(w) if self.lam else v
-
-    def grad(self, w: Tensor) -> Tensor:
-        g = self._H * w - self._h
-        return g + self.lam * _dpsi(w) if self.lam else g
-
-    def updates(self, w: Tensor, active: Tensor, eta: Tensor, seeds=None, t: int = 0) -> Tensor:
-        """Delta for every (run, client): (B, n, d). `active`, `seeds`, `t` are not needed (deterministic)."""
-        if self.local_steps == 1:
-            return self.client_grads(w)
-        A, b = self.problem.A, self.problem.b
-        e = eta.reshape(-1, 1, 1).to(A.dtype)
-        factor = (1 - (1 - e * A) ** self.local_steps) / e
-        return factor * (w.unsqueeze(-2) - b)
-
-    def updates_sparse(self, w: Tensor, active: Tensor, eta, seeds=None, t: int = 0,
-                       groups: int = 1) -> tuple[Tensor, Tensor, Tensor]:
-        """The updates of the active clients only, in the layout of :meth:`SoftmaxTask.updates_sparse`:
-        pairs (P, 2) = (run, client) active in some block, block_active (groups, P), values (P, groups, d)."""
-        Bn, n = active.shape
-        R = Bn // groups
-        act = active.view(groups, R, n)
-        pairs = act.any(0).nonzero()
-        rr, ii = pairs[:, 0], pairs[:, 1]
-        W = w.view(groups, R, -1)[:, rr]                                  # (groups, P, d)
-        A, b = self.problem.A[ii], self.problem.b[ii]                     # (P, d)
-        if self.local_steps == 1:
-            vals = A * (W - b)
-            if self.lam:
-                vals = vals + self.lam * _dpsi(W)
-        else:
-            e = torch.as_tensor(eta, dtype=A.dtype).reshape(-1).expand(Bn).view(groups, R)[:, rr].unsqueeze(-1)
-            vals = (1 - (1 - e * A) ** self.local_steps) / e * (W - b)
-        return pairs, act[:, rr, ii], vals.transpose(0, 1)
-
-    def metrics(self, w: Tensor) -> dict[str, Tensor]:
-        g = self.grad(w)
-        out = {"grad_norm2": (g * g).sum(-1)}
-        if self.lam == 0:
-            # f(w) - f* = 1/2 (w - w*)^T H (w - w*) exactly (H = mean A_i): no cancellation near w*
-            e = w - self._w_star
-            out = {"gap": 0.5 * (self._H * e * e).sum(-1), **out}
-        else:
-            out = {"f": self.f(w), **out}
-        return out
-
-
-def quadratic_task(n: int = 10, dim: int = 10, seed: int = 0, *, mu: float = 0.2, L: float = 2.0,
-                   heterogeneity: float = 1.0, local_steps: int = 1) -> QuadraticTask:
-    """The heterogeneous quadratic of the Figures 1-3 experiment: `flkit.datasets.quadratic_clients`
-    (diagonal A_i with the spectrum geomspace(mu, L, dim) in a client-specific order, b_i = c +
-    heterogeneity * z_i; problem data from rng(seed, "data"))."""
-    from flkit.datasets import quadratic_clients
-    return QuadraticTask(quadratic_clients(n, dim, seed, heterogeneity=heterogeneity, mu=mu, L=L),
-                         local_steps=local_steps)
-
-
-def symmetric_quadratic(n: int, dim: int = 10, seed: int = 0, *, mu: float = 0.1, L: float = 1.0,
-                        sigma_G2: float = 1.0, lam: float = 0.0, center_scale: float = 1.0) -> QuadraticTask:
-    r"""A family of problems whose global objective does not depend on n (for the theory checks).
-
-    All clients share :math:`A = \mathrm{diag}(\mathrm{geomspace}(\mu, L, d))`; :math:`b_i = c \pm u_k` in
-    antithetic pairs (n even) with :math:`A u_k = \sigma_G\, q_{k \bmod d}`, where :math:`q_0,\dots,q_{d-1}`
-    is a random orthonormal basis. Hence :math:`\bar b = c`, :math:`f(w) = \frac12(w-c)^\top A(w-c) +`
-    const (+ the non-convex term), :math:`\|\nabla f_i(w) - \nabla f(w)\|^2 = \sigma_G^2` exactly for every
-    client and every w (the document's bounded-client-variance assumption holds with equality), and when
-    n/2 is a multiple of d the clients' deviations have covariance exactly :math:`(\sigma_G^2/d) I` for
-    every n. c ~ N(0, center_scale^2 I) and the basis come from rng(seed, "data"), shared by all n."""
-    from flkit.datasets import QuadraticProblem
-    if n < 2 or n % 2:
-        raise ValueError(f"n must be an even number >= 2 (antithetic client pairs), got {n}")
-    spectrum = np.geomspace(mu, L, dim)
-    g = rng(seed, "data")
-    c = center_scale * g.standard_normal(dim)
-    q, _ = np.linalg.qr(g.standard_normal((dim, dim)))
-    Au = math.sqrt(sigma_G2) * q.T[np.arange(n // 2) % dim]          # rows: A u_k
-    u = Au / spectrum
-    b = np.concatenate([c + u, c - u])
-    A = np.broadcast_to(spectrum, (n, dim)).copy()
-    return QuadraticTask(QuadraticProblem(torch.tensor(A, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)),
-                         lam=lam)
-
-
-@dataclass
-class SoftmaxTask:
-    r"""l2-regularised multinomial logistic regression over clients with equal-size local data sets.
-
-    :math:`f_i(W) = \frac1{m}\sum_{(x,y)\in D_i} \mathrm{CE}(W^\top[x;1], y) + \frac{wd}{2}\|W\|^2`,
-    W of shape (D+1, C) (weights and bias, flattened to d = (D+1) C); :math:`f = \frac1n\sum_i f_i`.
-    Local training (MIFA's code, hmgxr128/MIFA_code@c1099d9, run_mnist_logit.sh and src/models/worker.py): ``epochs`` passes of minibatch SGD with batch size
-    ``batch_size`` (last batch smaller, no drop), step size eta, weight decay wd on every parameter,
-    minibatch order from torch_gen(seed, "batch-<round>"), the same for all methods.
-    The gradient of the softmax cross-entropy is written in closed form, and every (seed, client) pair
-    trains the models of all methods side by side (one matrix product for all of them)."""
-    x: Tensor           # (n, m, D+1) float32, last column = 1
-    y: Tensor           # (n, m) int64
-    x_test: Tensor      # (N_test, D+1)
-    y_test: Tensor
-    num_classes: int = 10
-    epochs: int = 2
-    batch_size: int = 100
-    weight_decay: float = 1e-3
-    chunk: int = 32
-    f_star: float | None = None
-    description: str = ""
-
-    @property
-    def n(self) -> int:
-        return self.x.shape[0]
-
-    @property
-    def dim(self) -> int:
-        return self.x.shape[2] * self.num_classes
-
-    num_clients = n
-    dtype = torch.float32
-
-    def client_updates(self, w: Tensor, active: Tensor, t: int, runs) -> tuple[Tensor, Tensor]:
-        """`flkit.fl` task protocol. The rows must be `groups` blocks of the same seeds (methods side by
-        side): the clients active in any block of a seed are trained once for all blocks (same minibatch
-        order), see :meth:`updates_sparse`."""
-        if not runs.groups:
-            raise ValueError("SoftmaxTask needs every algorithm of a run to use the same seeds")
-        S = runs.group_size
-        pairs, bact, values = self.updates_sparse(w, active, runs.local_lr, runs.seeds[:S], t, runs.groups)
-        g, k = bact.nonzero(as_tuple=True)                        # block g, pair k
-        rows = torch.stack([g * S + pairs[k, 0], pairs[k, 1]], 1)
-        order = torch.argsort(rows[:, 0] * self.n + rows[:, 1])
-        return rows[order], values[k, g][order]
-
-    def _objective(self, W: Tensor) -> Tensor:
-        """f(W) for W (B, D+1, C), float64 result."""
-        X = self.x.reshape(-1, self.x.shape[-1])
-        Y = self.y.reshape(-1)
-        B, D1, C = W.shape
-        total = torch.zeros(B, dtype=torch.float64)
-        Wf = W.permute(1, 0, 2).reshape(D1, B * C)
-        for s in range(0, X.shape[0], 8192):
-            z = (X[s:s + 8192] @ Wf).view(-1, B, C).double()
-            lse = torch.logsumexp(z, -1)
-            zy = z.gather(-1, Y[s:s + 8192].view(-1, 1, 1).expand(-1, B, 1)).squeeze(-1)
-            total += (lse - zy).sum(0)
-        reg = 0.5 * self.weight_decay * (W.double() ** 2).sum((1, 2))
-        return total / X.shape[0] + reg
-
-    def metrics(self, w: Tensor) -> dict[str, Tensor]:
-        W = w.view(w.shape[0], self.x.shape[-1], self.num_classes)
-        f = self._objective(W)
-        z = (self.x_test @ W.permute(1, 0, 2).reshape(W.shape[1], -1)).view(-1, W.shape[0], self.num_classes)
-        acc = (z.argmax(-1) == self.y_test.view(-1, 1)).double().mean(0)
-        out = {"loss": f, "test_acc": acc}
-        if self.f_star is not None:
-            out = {"gap": f - self.f_star, **out}
-        return out
-
-    def __post_init__(self):
-        # Pixels that are zero in every sample of a client get no data gradient there (only weight decay):
-        # each client trains on its own non-zero columns (padded to a common width with a zero column),
-        # the other rows of W decay in closed form. Same numbers, about a quarter fewer flops on MNIST.
-        n, m, D1 = self.x.shape
-        nz = (self.x != 0).any(1)                                          # (n, D1)
-        width = int(nz.sum(1).max())
-        cols = torch.full((n, width), D1, dtype=torch.long)                # D1 = the padding (zero) column
-        for i in range(n):
-            c = nz[i].nonzero().squeeze(1)
-            cols[i, :len(c)] = c
-        x_pad = torch.cat([self.x, self.x.new_zeros(n, m, 1)], -1)
-        self._cols = cols
-        self._x_sub = torch.gather(x_pad, 2, cols.unsqueeze(1).expand(n, m, width)).contiguous()
-
-    def local_sgd(self, W: Tensor, clients: Tensor, perms: Tensor, lr: float) -> Tensor:
-        """K epochs of minibatch SGD for P models W (P, D+1, C') (C' = groups x C: several models side by
-        side) on clients (P,), minibatch orders perms (P, epochs, m), step size lr. Per step, with batch
-        b: W <- (1 - lr wd) W - (lr/|b|) X_b^T (softmax(X_b W) - onehot(y_b)). Returns the final W."""
-        P, D1, GC = W.shape
-        C = self.num_classes
-        G = GC // C
-        m = self.x.shape[1]
-        lr = float(lr)
-        cols = self._cols[clients]                                          # (P, width)
-        width = cols.shape[1]
-        Wpad = torch.cat([W, W.new_zeros(P, 1, GC)], 1)
-        Ws = torch.gather(Wpad, 1, cols.unsqueeze(-1).expand(P, width, GC))  # rows the data touch
-        n_steps = 0
-        for e in range(self.epochs):
-            for s0 in range(0, m, self.batch_size):
-                s1 = min(s0 + self.batch_size, m)
-                idx = perms[:, e, s0:s1]
-                xb = self._x_sub[clients.unsqueeze(1), idx]                  # (P, b, width)
-                yb = self.y[clients.unsqueeze(1), idx]                       # (P, b)
-                r = torch.softmax(torch.bmm(xb, Ws).view(P, s1 - s0, G, C), -1)
-                r.scatter_add_(-1, yb.view(P, -1, 1, 1).expand(-1, -1, G, 1),
-                               torch.full((P, s1 - s0, G, 1), -1.0, dtype=r.dtype))
-                Ws = torch.baddbmm(Ws, xb.transpose(1, 2), r.view(P, s1 - s0, GC),
-                                   beta=1 - lr * self.weight_decay, alpha=-lr / (s1 - s0))
-                n_steps += 1
-        out = Wpad * (1 - lr * self.weight_decay) ** n_steps                # untouched rows: decay only
-        out.scatter_(1, cols.unsqueeze(-1).expand(P, width, GC), Ws)
-        return out[:, :D1]
-
-    def updates_sparse(self, w: Tensor, active: Tensor, eta, seeds: Sequence[int], t: int = 0,
-                       groups: int = 1) -> tuple[Tensor, Tensor, Tensor]:
-        """Updates of the clients active in round t, for `groups` blocks of R runs (one block per method,
-        same seeds in the same order; w (groups R, d), active (groups R, n)).
-
-        The clients active in any block of a run are trained once for all blocks, with a shared minibatch
-        order. Returns pairs (P, 2) = (run, client), block_active (groups, P) bool and values
-        (P, groups, d): the update of each pair's client from each block's model."""
-        Bn, n = active.shape
-        R = Bn // groups
-        D1, C = self.x.shape[-1], self.num_classes
-        W0 = w.view(groups, R, D1, C)
-        act = active.view(groups, R, n)
-        union = act.any(0)                                                 # (R, n)
-        alive = torch.isfinite(w).all(-1).view(groups, R)
-        lr = torch.as_tensor(eta, dtype=w.dtype).reshape(-1)
-        if not torch.allclose(lr, lr[:1].expand_as(lr)):
-            raise ValueError("SoftmaxTask needs one step size for all runs of a simulation")
-        lr0 = float(lr[0])
-        pairs = union.nonzero()                                            # (P, 2): run, client
-        values = torch.zeros(len(pairs), groups, D1 * C, dtype=w.dtype)
-        if len(pairs) == 0:
-            return pairs, act[:, pairs[:, 0], pairs[:, 1]], values
-        m = self.x.shape[1]
-        perms = torch.empty(len(pairs), self.epochs, m, dtype=torch.long)
-        for r in range(R):
-            sel = (pairs[:, 0] == r).nonzero().squeeze(1)
-            if len(sel):
-                g = torch_gen(int(seeds[r]), f"batch-{t}")
-                perms[sel] = torch.argsort(torch.rand(len(sel), self.epochs, m, generator=g), -1)
-        for c0 in range(0, len(pairs), self.chunk):
-            pr = pairs[c0:c0 + self.chunk]
-            rr, ii = pr[:, 0], pr[:, 1]
-            P = len(pr)
-            W0p = W0[:, rr].permute(1, 2, 0, 3).reshape(P, D1, groups * C)        # models side by side
-            ok = alive[:, rr].T.repeat_interleave(C, 1).unsqueeze(1)              # diverged runs: not trained
-            W0p = torch.where(ok, W0p, torch.zeros((), dtype=W0p.dtype))
-            W1p = self.local_sgd(W0p, ii, perms[c0:c0 + P], lr0)
-            delta = (W0p - W1p) / lr0
-            values[c0:c0 + P] = delta.view(P, D1, groups, C).permute(0, 2, 1, 3).reshape(P, groups, D1 * C)
-        return pairs, act[:, pairs[:, 0], pairs[:, 1]], values
-
-    def updates(self, w: Tensor, active: Tensor, eta, seeds: Sequence[int], t: int = 0,
-                groups: int = 1) -> Tensor:
-        """Dense form of :meth:`updates_sparse`: (groups R, n, d), zeros for inactive pairs."""
-        Bn, n = active.shape
-        R = Bn // groups
-        pairs, bact, values = self.updates_sparse(w, active, eta, seeds, t, groups)
-        out = torch.zeros(groups, R, n, values.shape[-1], dtype=w.dtype)
-        if len(pairs):
-            vals = torch.where(bact.T.unsqueeze(-1), values, torch.zeros((), dtype=values.dtype))
-            out[:, pairs[:, 0], pairs[:, 1]] = vals.transpose(0, 1)
-        return out.view(Bn, n, -1)
-
-    def solve(self, max_evals: int = 300) -> dict:
-        """f* by full-batch L-BFGS (float32, closed-form gradient; the problem is wd-strongly convex).
-
-        Sets and returns f_star evaluated with the same function as the metrics (so gaps are consistent),
-        with the final gradient norm and the certified bound f(W) - f* <= ||grad f(W)||^2 / (2 wd)."""
-        X = self.x.reshape(-1, self.x.shape[-1])
-        Y = self.y.reshape(-1)
-        N, C = X.shape[0], self.num_classes
-        W = torch.zeros(X.shape[1], C, requires_grad=True)
-        opt = torch.optim.LBFGS([W], lr=1, max_iter=max_evals, max_eval=max_evals, tolerance_grad=1e-7,
-                                tolerance_change=1e-12, history_size=30, line_search_fn="strong_wolfe")
-
-        def closure():
-            with torch.no_grad():
-                g = torch.zeros_like(W)
-                loss = 0.0
-                for s0 in range(0, N, 8192):
-                    z = X[s0:s0 + 8192] @ W
-                    lse = torch.logsumexp(z, 1)
-                    loss += float((lse - z.gather(1, Y[s0:s0 + 8192, None]).squeeze(1)).double().sum())
-                    pr = torch.softmax(z, 1)
-                    pr[torch.arange(len(z)), Y[s0:s0 + 8192]] -= 1
-                    g += X[s0:s0 + 8192].T @ pr
-                W.grad = g / N + self.weight_decay * W
-                return torch.tensor(loss / N + 0.5 * self.weight_decay * float((W.double() ** 2).sum()))
-        opt.step(closure)
-        closure()
-        gn2 = float((W.grad.double() ** 2).sum())
-        with torch.no_grad():
-            self.f_star = float(self._objective(W.detach().unsqueeze(0))[0])
-        return {"f_star": self.f_star, "grad_norm2": gn2, "suboptimality_bound": gn2 / (2 * self.weight_decay)}
-
-
-def softmax_task(num_clients: int = 100, classes_per_client: int = 2, *, seed: int = 0, subset: int | None = None,
-                 synthetic: bool = False, **kw) -> SoftmaxTask:
-    """MNIST l2-logistic regression with MIFA's 2-classes-per-client split (`flkit.partition.shards`).
-
-    Pixels in [0, 1], flattened, no standardisation, plus a constant 1 for the bias. ``subset`` keeps the
-    a random `subset` of every client's samples (smoke runs). ``synthetic=True`` (or MNIST absent) builds a
-    labelled stand-in: 10 Gaussian classes in 784 dimensions, same split (never used by the paper profile)."""
-    from flkit import partition
-    desc = "MNIST (real), MIFA 2-class shards"
-    if synthetic:
-        x_tr, y_tr, x_te, y_te = _synthetic_images(seed)
-        desc = "SYNTHETIC Gaussian classes (MNIST stand-in), MIFA 2-class shards"
-    else:
-        from flkit import datasets
-        ds = datasets.load("mnist")
-        x_tr, y_tr = ds.x_train.reshape(len(ds.x_train), -1), ds.y_train
-        x_te, y_te = ds.x_test.reshape(len(ds.x_test), -1), ds.y_test
-    part = partition.shards(y_tr.numpy(), num_clients, classes_per_client, seed=seed)
-    sizes = part.sizes
-    m = int(sizes.min()) if subset is None else min(int(subset), int(sizes.min()))
-    g = rng(seed, "subset")
-    idx = torch.as_tensor(np.stack([ix if m == len(ix) else g.permutation(ix)[:m] for ix in part.indices]))
-    ones = torch.ones(*idx.shape, 1)
-    x = torch.cat([x_tr[idx], ones], -1).contiguous()
-    x_test = torch.cat([x_te, torch.ones(len(x_te), 1)], -1)
-    return SoftmaxTask(x=x, y=y_tr[idx], x_test=x_test, y_test=y_te, description=desc, **kw)
-
-
-def _synthetic_images(seed: int):
-    g = torch_gen(seed, "data")
-    means = torch.rand(10, 784, generator=g)
-    y = torch.arange(12000) % 10
-    x = (means[y] + 0.3 * torch.randn(12000, 784, generator=g)).clamp(0, 1)
-    return x[:10000], y[:10000], x[10000:], y[10000:]
-
-
 # ================================================================================================
 # participation masks and the simulation loop
 # ================================================================================================
@@ -926,3 +527,45 @@ def rounds_to_epsilon(task: QuadraticTask, method: str, *, eta_L, seeds, max_rou
                    stop_groups=pd.factorize(runs["eta_L"])[0])
     out = res.outcomes(runs)
     return out[out["metric"].isin(["hit_round", "client_updates"])].assign(n=n, eps=eps)
+
+
+# ================================================================================================
+# the notebooks' profiles: "smoke" (seconds, for CI) and "paper" (the setting of the book's pages)
+# ================================================================================================
+PROFILES = {
+    "quadratic": {
+        "smoke": dict(seeds=[0, 1], p_values=[0.01, 0.1, 0.5], rounds={0.01: 600, 0.1: 300, 0.5: 200},
+                      eta=0.02, betas=[0.0, 0.5, 0.9]),
+        "paper": dict(seeds=list(range(10)), p_values=[0.01, 0.1, 0.5], rounds={0.01: 10000, 0.1: 2000, 0.5: 2000},
+                      eta=0.02, betas=[0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95]),
+    },
+    "theory": {
+        "smoke": dict(seeds=[0], floor=dict(etas=[0.005, 0.02], ps=[0.1, 0.5], rounds=2000),
+                      mc=dict(ps=[0.1, 0.5], t0=30, draws=4000), growth=dict(ps=[0.1, 0.5, 0.9], rounds=60, runs=20),
+                      step=dict(ns=[8, 16], rounds_per_n=20, k=(-8, 6)),
+                      cx=dict(ns=[8, 16], eps_rel={"convex": 1e-2, "nonconvex": 1e-2}, fedpgd_rounds=3000, seeds=[0, 1])),
+        "paper": dict(seeds=[0, 1, 2, 3, 4], floor=dict(etas=[0.0025, 0.005, 0.01, 0.02, 0.04, 0.08],
+                                                       ps=[0.05, 0.1, 0.2, 0.5, 0.8], rounds=20000),
+                      mc=dict(ps=[0.1, 0.5], t0=50, draws=100_000), growth=dict(ps=[0.1, 0.3, 0.5, 0.7, 0.9], rounds=300, runs=200),
+                      step=dict(ns=[16, 32, 64, 128, 256], rounds_per_n=50, k=(-14, 6)),
+                      cx=dict(ns=[16, 32, 64, 128, 256], eps_rel={"convex": 1e-3, "nonconvex": 1e-4}, fedpgd_rounds=15000,
+                              seeds=list(range(10)))),
+    },
+    "logistic": {
+        "smoke": dict(seeds=[0], p_values=[0.01, 0.1, 0.5], rounds={0.01: 40, 0.1: 10, 0.5: 6}, eta=0.01, beta=0.5,
+                      subset=40),
+        "paper": dict(seeds=[0, 1, 2], p_values=[0.01, 0.1, 0.5], rounds={0.01: 2000, 0.1: 200, 0.5: 200},
+                      eta=0.01, beta=0.5, subset=None),
+    },
+}
+
+
+def profile(page: str, name: str) -> dict:
+    """The settings of notebook `page` ("quadratic", "theory", "logistic") under profile `name`; a clear
+    error names the allowed values."""
+    if page not in PROFILES:
+        raise ValueError(f"unknown page {page!r}; choose one of {sorted(PROFILES)}")
+    if name not in PROFILES[page]:
+        raise ValueError(f"unknown profile {name!r} for the {page} page; choose one of {sorted(PROFILES[page])}")
+    import copy
+    return copy.deepcopy(PROFILES[page][name])
