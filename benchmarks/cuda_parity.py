@@ -2,9 +2,9 @@
 
     python benchmarks/cuda_parity.py          # prints ||fast - reference|| / ||reference|| per path
 
-engine.local_train(vectorized="grouped" | "vmap") against the sequential per-model loop, and the
-Fed-CVaR local steps (cvar.FastLocalSGD, CUDA graphs) against cvar.round, and the Triton kernels of
-flkit.fused against torch's conv/pool and FastLocalSGD's grouped backend, in float32 with TF32 off.
+engine.local_train(vectorized="grouped" | "vmap") against the sequential per-model loop, the Fed-CVaR
+local steps through engine.FastSGD (CUDA graphs) against cvar.round, and the Triton kernels of
+flkit.fused against torch's conv/pool and FastSGD's grouped backend, in float32 with TF32 off.
 """
 from __future__ import annotations
 
@@ -49,14 +49,15 @@ def main() -> None:
     state = cvar.init(engine.stack(net, M, torch_gen(0, "init", dev)), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
     users = cvar.Users(torch.stack([torch.randperm(400, device=dev, generator=g)[:100] for _ in range(M)])[:, None],
                        torch.tensor([[100], [70], [33], [9]], device=dev))
-    fast = cvar.FastLocalSGD(net, state.params, x, y, 32, 0.05, 0.01)
+    fast = engine.FastSGD(net, state.params, x, y, 32, lr=cvar.learning_rates(0.05, 0.01), objective=cvar.objective)
     sel = torch.zeros(M, dtype=torch.long, device=dev)
     for n in range(3):
         gens = lambda: [torch_gen(m, f"batch/{n}", dev) for m in range(M)]  # noqa: E731
         state, _ = cvar.round(state, net, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=32,
                               generators=gens())
-        fast.train(*cvar.make_batches(*users.relayed(sel), 2, 32, gens()))
-    rows.append((f"cvar FastLocalSGD (graph: {fast.graph is not None})", "cvar_mlp", rel(fast.P, state.params)))
+        pool, size = users.relayed(sel)
+        fast.train(*engine.epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad"))
+    rows.append((f"cvar engine.FastSGD (graph: {fast.graph is not None})", "cvar_mlp", rel(fast.P, state.params)))
     rows += fused_rows(dev, g)
     print(f"device: {torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}, torch {torch.__version__}")
     for path, name, r in rows:
@@ -65,7 +66,7 @@ def main() -> None:
 
 def fused_rows(dev, g) -> list:
     """flkit.fused (Triton, full float32 products) against torch's conv/LeakyReLU/max-pool and against
-    FastLocalSGD's grouped backend, on the Table 1 LeNet's two block shapes."""
+    engine.FastSGD's grouped backend, on the Table 1 LeNet's two block shapes."""
     import torch.nn.functional as F
     from flkit import fused
     if not fused.available(dev):
@@ -95,12 +96,13 @@ def fused_rows(dev, g) -> list:
     P0 = cvar.init(engine.stack(net, 8, torch_gen(0, "init", dev)), 0.3, 0.1).params
     out = {}
     for backend in ("grouped", "fused"):
-        fast = cvar.FastLocalSGD(net, P0, x, y, 128, 1e-2, 5e-4, backend=backend)
+        fast = engine.FastSGD(net, P0, x, y, 128, lr=cvar.learning_rates(1e-2, 5e-4), objective=cvar.objective,
+                              backend=backend)
         fast.precision = "ieee"
         gb = torch.Generator(device=dev).manual_seed(1)
         fast.train(torch.randint(0, 2000, (8, 20, 128), device=dev, generator=gb), torch.full((8,), 20, device=dev))
         out[backend] = fast.P
-    rows.append(("FastLocalSGD fused vs grouped, 20 steps", "cvar_lenet", rel(out["fused"], out["grouped"])))
+    rows.append(("FastSGD fused vs grouped, 20 steps", "cvar_lenet", rel(out["fused"], out["grouped"])))
     return rows
 
 

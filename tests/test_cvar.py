@@ -110,7 +110,7 @@ def test_reduces_to_fedavg_exactly():
         state, diag = cvar.round(state, model, x, y, users, sel, lr_theta=0.1, lr_t=0.05, epochs=2,
                                  batch_size=32, generators=gens())
         pool, size = users.relayed(sel)
-        batches, steps = cvar.make_batches(pool, size, 2, 32, gens())
+        batches, steps = engine.epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad")
         fedavg, _ = engine.local_train(model, fedavg, x, y, batches, lr=0.1, steps=steps)  # default objective
     for m, (a, g) in enumerate(cells[:-1]):
         for k in fedavg:
@@ -187,23 +187,6 @@ def test_rare_user_split(counts, r, rare):
 
 
 # ---------------------------------------------------------------------------------- vectorization
-def test_make_batches_are_epochs_of_each_users_data():
-    pool = torch.tensor([[10, 11, 12, 13, 14, 15, 16], [20, 21, 22, 20, 20, 20, 20]])
-    n = torch.tensor([7, 3])
-    gens = [torch_gen(s, "batch/0") for s in (0, 1)]
-    b, steps = cvar.make_batches(pool, n, 2, 3, gens)
-    assert steps.tolist() == [6, 2] and b.shape == (2, 6, 3)
-    for m in range(2):
-        spe = steps[m] // 2
-        for h in range(2):
-            ep = b[m, h * spe:(h + 1) * spe].reshape(-1)
-            ep = ep[ep >= 0]
-            assert sorted(ep.tolist()) == sorted(pool[m, : n[m]].tolist())
-    # a run's batches do not depend on the other runs of the batch
-    alone, _ = cvar.make_batches(pool[1:], n[1:], 2, 3, [torch_gen(1, "batch/0")])
-    assert torch.equal(alone[0], b[1, : steps[1]])
-
-
 def _smoke_2d(**kw):
     s = cvar.settings("synthetic_2d", "smoke", panels=["b"], rounds=6, authors_model_seeds=[], **kw)
     return cvar.run_configs(s)
@@ -229,7 +212,8 @@ def test_vectorized_runs_equal_separate_runs():
 
 @pytest.mark.parametrize("name", ["cvar_2d", "cvar_mlp", "cvar_lenet"])
 def test_fast_path_equals_the_engine(name):
-    """FastLocalSGD (batched objective, in-place SGD; CUDA graphs on a GPU) == cvar.round's engine path."""
+    """engine.FastSGD with the batched CVaR objective (in-place SGD; CUDA graphs on a GPU) == cvar.round
+    (engine.local_train with the same objective, vmapped), masked steps and padded batches included."""
     shape, C = ((2,), 3) if name == "cvar_2d" else ((1, 28, 28), 10)
     model = models.build(name, num_classes=3) if name == "cvar_2d" else models.build(name)
     g = torch.Generator().manual_seed(0)
@@ -238,16 +222,19 @@ def test_fast_path_equals_the_engine(name):
     state = cvar.init(engine.stack(model, M, torch_gen(0, "init")), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
     users = cvar.Users(torch.stack([torch.randperm(N, generator=g)[:100] for _ in range(M)])[:, None],
                        torch.tensor([[100], [70], [33], [9]]))
-    fast = cvar.FastLocalSGD(model, state.params, x, y, B, 0.05, 0.01)
+    fast = engine.FastSGD(model, state.params, x, y, B, lr=cvar.learning_rates(0.05, 0.01), objective=cvar.objective)
+    assert fast.trained == [k for k, _ in model.named_parameters()] + ["t"]  # alpha, gamma: constants
     for n in range(2):
         gens = lambda: [torch_gen(m, f"batch/{n}") for m in range(M)]  # noqa: E731
         sel = torch.zeros(M, dtype=torch.long)
         state, _ = cvar.round(state, model, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=B,
                               generators=gens())
-        fast.train(*cvar.make_batches(*users.relayed(sel), 2, B, gens()))
+        pool, size = users.relayed(sel)
+        fast.train(*engine.epoch_batches(pool, B, 2, generators=gens(), sizes=size, last="pad"))
     for k in state.params:
         torch.testing.assert_close(fast.P[k], state.params[k], rtol=1e-5, atol=1e-6)
     assert torch.equal(fast.P["t"], state.params["t"])
+    assert torch.equal(fast.P["alpha"], state.params["alpha"]) and torch.equal(fast.P["gamma"], state.params["gamma"])
 
 
 def test_run_batch_fast_path_agrees(tmp_path):
@@ -256,7 +243,7 @@ def test_run_batch_fast_path_agrees(tmp_path):
     out = cvar.run_batch(cfgs, "cpu", progress=False, fast=True, log=lambda _: None)
     for a, b in zip(ref, out):
         np.testing.assert_allclose(a["value"], b["value"], rtol=1e-4, atol=1e-5)
-        assert b.attrs["local_steps"] == "FastLocalSGD/grouped/eager"  # the CPU never picks the fused kernels
+        assert b.attrs["local_steps"] == "FastSGD/grouped/eager"  # the CPU never picks the fused kernels
     with pytest.raises(cvar.Deadline):  # and the fast path resumes exactly too
         cvar.run_batch(cfgs, "cpu", progress=False, fast=True, checkpoint_dir=tmp_path, deadline=time.time() + 0.5,
                        log=lambda _: None)
@@ -290,7 +277,7 @@ def test_resumed_batch_records_the_path_of_every_piece(tmp_path):
     (ckpt,) = tmp_path.glob("batch-*.pt")
     assert torch.load(ckpt, weights_only=False)["local_steps"] == ["round/vectorized=True"]
     out = cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, fast=True, log=lambda _: None)
-    assert out[0].attrs["local_steps"] == "round/vectorized=True + FastLocalSGD/grouped/eager"
+    assert out[0].attrs["local_steps"] == "round/vectorized=True + FastSGD/grouped/eager"
 
 
 # -------------------------------------------------------------------------------------- settings

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from flkit import engine as E
 from flkit import models
@@ -138,6 +139,93 @@ def test_per_model_learning_rates_and_lr_validation():
         E.local_train(net, params, x, y, batches, lr=torch.ones(2))
 
 
+# ------------------------------------------------------------------------------------------ FastSGD
+def small_cnn():
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                               torch.nn.Conv2d(3, 4, 3), torch.nn.Tanh(), torch.nn.Flatten(),
+                               torch.nn.Linear(16, 6), torch.nn.ReLU(), torch.nn.Linear(6, 5)).double()
+
+
+def fast_setup(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    net = small_cnn()
+    x = torch.randn(sum(SIZES), 1, 8, 8, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 5, (sum(SIZES),), generator=g)
+    params = E.stack(net, len(SIZES), torch.Generator().manual_seed(seed + 1))
+    gens = [torch.Generator().manual_seed(seed + 10 + m) for m in range(len(SIZES))]
+    batches, steps = E.epoch_batches(SIZES, 4, 2, generators=gens, last="pad")  # padded last batches
+    return net, params, x, y, batches, steps
+
+
+@pytest.mark.parametrize("lr", ["float", "per_model", "per_tensor"])
+def test_fast_sgd_equals_local_train_grouped(lr):
+    """FastSGD with the default cross-entropy == local_train(vectorized="grouped") for plain SGD,
+    masked steps (unequal clients, one frozen) and padded slots included, in float64 to 1e-10."""
+    net, params, x, y, batches, steps = fast_setup()
+    steps = steps.clone()
+    steps[2] = 3  # stops mid-epoch
+    lr = {"float": 0.1, "per_model": torch.tensor([0.1, 0.0, 0.05], dtype=torch.float64),
+          "per_tensor": {"default": 0.1, "6.weight": torch.tensor([0.02, 0.2, 0.0], dtype=torch.float64),
+                         "0.bias": 0.0}}[lr]
+    assert (batches == -1).any() and len(set(steps.tolist())) == 3
+    ref, _ = E.local_train(net, params, x, y, batches, lr=lr, steps=steps, vectorized="grouped")
+    fast = E.FastSGD(net, params, x, y, 4, lr=lr)
+    out = fast.train(batches, steps)
+    assert out is fast.P and fast.backend == "grouped" and fast.graph is None
+    assert rel_diff(out, ref) < 1e-10
+    assert rel_diff(ref, params) > 1e-3  # training did move the parameters
+    moved = {k for k in params if not torch.equal(out[k], params[k])}
+    assert moved == set(params) - ({"0.bias"} if isinstance(lr, dict) else set())
+    if isinstance(lr, dict):  # lr 0 for a whole tensor: a constant; for one model: that model's rows stay
+        assert torch.equal(out["0.bias"], params["0.bias"]) and "0.bias" not in fast.trained
+        assert torch.equal(out["6.weight"][2], params["6.weight"][2])
+    if isinstance(lr, Tensor):
+        assert all(torch.equal(out[k][1], params[k][1]) for k in params)
+
+
+def test_fast_sgd_batched_objective_with_extra_and_constant():
+    """A batched objective with a trained extra (t, its own lr) and per-model constants (lr 0) ==
+    local_train with the same objective (vmapped per model), in float64 to 1e-10."""
+    net, params, x, y, batches, steps = fast_setup(1)
+    params |= {"t": torch.tensor([0.0, 1.0, 5.0], dtype=torch.float64),
+               "alpha": torch.tensor([0.3, 0.5, 0.2], dtype=torch.float64)}
+
+    def objective(logits, y, p):  # batched: (M, B, C) -> (M,); and per model: (B, C) -> ()
+        L = E.cross_entropy(logits, y)
+        return 0.7 * (p["t"] + F.relu(L - p["t"]) / p["alpha"]) + 0.3 * L
+
+    lr = {"default": 0.05, "t": torch.tensor([0.01, 0.02, 0.03], dtype=torch.float64), "alpha": 0.0}
+    ref, _ = E.local_train(net, params, x, y, batches, lr=lr, steps=steps, objective=objective, vectorized="vmap")
+    fast = E.FastSGD(net, params, x, y, 4, lr=lr, objective=objective)
+    assert fast.trained[-1] == "t" and "alpha" not in fast.trained
+    out = fast.train(batches, steps)
+    assert rel_diff(out, ref) < 1e-10 and (out["t"] != params["t"]).all()
+    assert torch.equal(out["alpha"], params["alpha"])
+
+
+def test_fast_sgd_input_validation():
+    net, params, x, y, batches, steps = fast_setup()
+    for kw in (dict(opt="adam"), dict(momentum=0.9), dict(weight_decay=1e-4), dict(prox_mu=0.1)):
+        with pytest.raises(ValueError, match="plain SGD only"):
+            E.FastSGD(net, params, x, y, 4, lr=0.1, **kw)
+    with pytest.raises(ValueError, match="grouped family"):
+        bn, bp, *_ = setup("hics_fmnist")
+        E.FastSGD(bn, bp, x, y, 4, lr=0.1)
+    with pytest.raises(ValueError, match="backend must be"):
+        E.FastSGD(net, params, x, y, 4, lr=0.1, backend="cudnn")
+    with pytest.raises(ValueError, match="nothing to train"):
+        E.FastSGD(net, params, x, y, 4, lr=0.0)
+    with pytest.raises(ValueError, match="no learning rate"):
+        E.FastSGD(net, params, x, y, 4, lr={"0.weight": 0.1})
+    with pytest.raises(ValueError, match="device"):
+        E.FastSGD(net, params, x.to("meta"), y, 4, lr=0.1)
+    fast = E.FastSGD(net, params, x, y, 4, lr=0.1, objective=lambda logits, y, p: E.cross_entropy(logits, y).sum())
+    with pytest.raises(ValueError, match="one loss per model"):
+        fast.train(batches, steps)
+    with pytest.raises(ValueError, match="batches must be"):
+        E.FastSGD(net, params, x, y, 4, lr=0.1).train(batches[:, :, :3], steps)
+
+
 def test_dropout_model_trains_with_independent_masks():
     net, _, x, y, batches, _ = setup("hics_cifar10")
     params = E.stack(net, 3)  # identical copies, identical batches: only dropout can separate them
@@ -246,6 +334,80 @@ def test_epoch_batches_are_permutations_of_each_clients_data(last):
                 assert len(got) == (len(idx) if last == "pad" else 4 * per_epoch[m])
     sizes_version, _ = E.epoch_batches([10, 14, 7], 4, 2, torch.Generator().manual_seed(0), last=last)
     assert torch.equal(sizes_version, batches)  # sizes == contiguous index blocks
+
+
+def _make_batches_c0fd793(pool, n, epochs, batch_size, generators):
+    """flkit.cvar.make_batches as of commit c0fd793 (before its move into epoch_batches), verbatim but
+    for names: the layout that epoch_batches(..., generators=...) must reproduce bit for bit."""
+    M, W = pool.shape
+    dev, B, H = pool.device, int(batch_size), int(epochs)
+    keys = torch.full((M, H, W), 2.0, dtype=torch.float64, device=dev)
+    for m, (g, nm) in enumerate(zip(generators, n.tolist())):
+        keys[m, :, :nm] = torch.rand(H, nm, generator=g, device=dev, dtype=torch.float64)
+    perm = keys.argsort(dim=-1)
+    spe = (n + B - 1) // B
+    spe_max = int(spe.max())
+    j = torch.arange(spe_max * B, device=dev)
+    pos = perm.gather(-1, j.clamp(max=W - 1).expand(M, H, -1))
+    ids = pool.gather(1, pos.reshape(M, -1)).view(M, H, spe_max * B)
+    ids = ids.masked_fill(j >= n[:, None, None], -1).view(M, H, spe_max, B)
+    steps = spe * H
+    s = torch.arange(int(steps.max()), device=dev)
+    per = spe.clamp(min=1)[:, None]
+    mi = torch.arange(M, device=dev)[:, None]
+    batches = ids[mi, (s // per).clamp(max=H - 1), s % per]
+    filler = pool[:, :1, None].expand_as(batches)
+    batches = torch.where((s[None, :] >= steps[:, None])[..., None], filler, batches)
+    return batches, steps
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_epoch_batches_with_per_run_generators_equal_the_former_cvar_batches(case):
+    """Per-run generators (pool (M, W) + sizes in, last="pad"): bit-identical to Fed-CVaR's former
+    make_batches for random pools, sizes, epochs, batch sizes and seeds."""
+    g = torch.Generator().manual_seed(100 + case)
+    M, W = int(torch.randint(1, 6, (1,), generator=g)), int(torch.randint(1, 40, (1,), generator=g))
+    n = torch.randint(1, W + 1, (M,), generator=g)
+    n[0] = W if case % 2 else n[0]  # some runs fill the pool's width
+    pool = torch.randint(0, 1000, (M, W), generator=g)
+    for m in range(M):
+        pool[m, n[m]:] = pool[m, 0]
+    H, B = int(torch.randint(1, 4, (1,), generator=g)), int(torch.randint(1, 12, (1,), generator=g))
+    seeds = torch.randint(0, 2**31, (M,), generator=g).tolist()
+    gens = lambda: [torch.Generator().manual_seed(s) for s in seeds]  # noqa: E731
+    ref_b, ref_s = _make_batches_c0fd793(pool, n, H, B, gens())
+    b, s = E.epoch_batches(pool, B, H, generators=gens(), last="pad", sizes=n)
+    assert torch.equal(b, ref_b) and torch.equal(s, ref_s)
+    assert b.dtype == ref_b.dtype == torch.long and s.dtype == ref_s.dtype
+    # index lists instead of a padded pool: the same batches
+    b2, s2 = E.epoch_batches([pool[m, :n[m]] for m in range(M)], B, H, generators=gens(), last="pad")
+    assert torch.equal(b2, ref_b) and torch.equal(s2, ref_s)
+
+
+def test_per_run_generators_make_runs_independent():
+    pool = torch.tensor([[10, 11, 12, 13, 14, 15, 16], [20, 21, 22, 20, 20, 20, 20]])
+    n = torch.tensor([7, 3])
+    gens = lambda seeds: [torch.Generator().manual_seed(s) for s in seeds]  # noqa: E731
+    b, steps = E.epoch_batches(pool, 3, 2, generators=gens([0, 1]), last="pad", sizes=n)
+    assert steps.tolist() == [6, 2] and b.shape == (2, 6, 3)
+    for m in range(2):
+        spe = steps[m] // 2
+        for h in range(2):
+            ep = b[m, h * spe:(h + 1) * spe].reshape(-1)
+            assert sorted(ep[ep >= 0].tolist()) == sorted(pool[m, : n[m]].tolist())
+    assert b[1, steps[1]:].eq(20).all()  # filler steps: the run's first index
+    alone, _ = E.epoch_batches(pool[1:], 3, 2, generators=gens([1]), last="pad", sizes=n[1:])
+    assert torch.equal(alone[0], b[1, : steps[1]])  # a run's batches do not depend on the other runs
+    for last in ("wrap", "drop"):  # every layout takes per-run generators
+        alone, _ = E.epoch_batches([[20, 21, 22]], 2, 2, generators=gens([1]), last=last)
+        both, _ = E.epoch_batches([list(range(10, 17)), [20, 21, 22]], 2, 2, generators=gens([0, 1]), last=last)
+        assert torch.equal(alone[0], both[1, : alone.shape[1]])
+    with pytest.raises(ValueError, match="not both"):
+        E.epoch_batches(pool, 3, 2, torch.Generator(), generators=gens([0, 1]), sizes=n)
+    with pytest.raises(ValueError, match="one generator per model"):
+        E.epoch_batches(pool, 3, 2, generators=gens([0]), sizes=n)
+    with pytest.raises(ValueError, match="sizes"):
+        E.epoch_batches(pool, 3, 2, sizes=torch.tensor([7, 8]))
 
 
 def test_sample_batches_and_batch_stream():

@@ -72,8 +72,9 @@ def test_forward_equals_grouped_forward():
     torch.testing.assert_close(got, exp, rtol=1e-5, atol=1e-6)
 
 
-def test_fast_local_sgd_fused_equals_grouped():
-    """Three local steps of Algorithm 1 (CVaR objective, padded batch) through both backends."""
+def test_fast_sgd_fused_equals_grouped():
+    """Three steps of engine.FastSGD with Fed-CVaR's batched objective (padded batch, a masked step)
+    through both backends."""
     net = small_lenet()
     g = torch.Generator().manual_seed(2)
     x, y = torch.randn(30, 1, 8, 8, generator=g), torch.randint(0, 4, (30,), generator=g)
@@ -82,7 +83,8 @@ def test_fast_local_sgd_fused_equals_grouped():
     batches[1, 2, 4:] = -1
     out = {}
     for backend in ("grouped", "fused"):
-        fast = cvar.FastLocalSGD(net, P0, x, y, 6, 0.1, 0.05, backend=backend)
+        fast = engine.FastSGD(net, P0, x, y, 6, lr=cvar.learning_rates(0.1, 0.05), objective=cvar.objective,
+                              backend=backend)
         fast.precision = "ieee"
         assert fast.backend == backend
         fast.train(batches, torch.tensor([3, 3, 2]))
@@ -95,11 +97,14 @@ def test_fast_local_sgd_fused_equals_grouped():
 def test_auto_backend_never_picks_the_interpreter():
     net = models.build("cvar_lenet")
     P = cvar.init(engine.stack(net, 1, torch_gen(0, "init")), 0.3, 0.1).params
-    fast = cvar.FastLocalSGD(net, P, torch.zeros(4, 1, 28, 28), torch.zeros(4, dtype=torch.long), 2, 0.1, 0.1)
+    x, y = torch.zeros(4, 1, 28, 28), torch.zeros(4, dtype=torch.long)
+    fast = engine.FastSGD(net, P, x, y, 2, lr=cvar.learning_rates(0.1, 0.1), objective=cvar.objective)
     assert fast.backend == "grouped"
     with pytest.raises(ValueError, match="backend must be"):
-        cvar.FastLocalSGD(net, P, torch.zeros(4, 1, 28, 28), torch.zeros(4, dtype=torch.long), 2, 0.1, 0.1,
-                          backend="cudnn")
+        engine.FastSGD(net, P, x, y, 2, lr=cvar.learning_rates(0.1, 0.1), backend="cudnn")
+    with pytest.raises(ValueError, match="backend='fused' needs"):
+        engine.FastSGD(models.build("cvar_mlp"), engine.stack(models.build("cvar_mlp"), 1), x, y, 2, lr=0.1,
+                       backend="fused")
 
 
 def test_supports_fused():

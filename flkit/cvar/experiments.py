@@ -15,7 +15,8 @@ import pandas as pd
 import torch
 
 from flkit.cvar import algorithm
-from flkit.cvar.algorithm import FastLocalSGD, State, Users, init, make_batches
+from flkit.cvar.algorithm import State, Users, init, learning_rates
+from flkit.cvar.objective import objective
 from flkit.cvar.ram import rho_for, rho_table1
 from flkit.seeding import resolve_device, rng, torch_gen
 
@@ -241,10 +242,11 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
     cpu_threads: torch threads while running on the CPU (restored afterwards). One thread is the
     fastest for these small models, by far on a shared machine (spinning OpenMP threads); None: leave as is.
 
-    fast: train with `FastLocalSGD` (batched objective, in-place SGD, CUDA graphs on a GPU; the default,
-    which produced the book's numbers) instead of `round` (`flkit.engine.local_train`, the reference).
-    The two agree to float rounding (tests/test_cvar.py); the engine itself rounds differently in steps
-    where some runs are masked, so bit-for-bit identity between them is not expected.
+    fast: train with `flkit.engine.FastSGD` and the batched `objective` (in-place SGD, CUDA graphs and
+    flkit.fused's kernels on a GPU; the default, which produced the book's numbers) instead of `round`
+    (`flkit.engine.local_train`, the reference). The two agree to float rounding (tests/test_cvar.py),
+    not bit for bit: local_train vmaps the objective per model and updates with addcmul_ in steps where
+    no run is masked.
     """
     if resolve_device(device).type == "cpu" and cpu_threads:
         old = torch.get_num_threads()
@@ -255,7 +257,7 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
                              fast=fast)
         finally:
             torch.set_num_threads(old)
-    from flkit.engine import stack
+    from flkit.engine import FastSGD, epoch_batches, stack
     from flkit.participation import random_access_indices
     from flkit.results import config_key
 
@@ -311,11 +313,12 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
     t_every = c0.get("t_every") or eval_every
     trainer = None
     if fast:
-        trainer = FastLocalSGD(model, state.params, data["x_train"], data["y_train"], c0["batch_size"],
-                               lr_theta, lr_t, log=log)
+        trainer = FastSGD(model, state.params, data["x_train"], data["y_train"], c0["batch_size"],
+                          lr=learning_rates(lr_theta, lr_t), objective=objective, log=log)
         state = State(trainer.P, state.round)
-        log(f"local steps: FastLocalSGD ({trainer.backend}, {'CUDA graph' if trainer.graph is not None else 'eager'})")
-    path = (f"FastLocalSGD/{trainer.backend}/{'graph' if trainer.graph is not None else 'eager'}"
+        how = "CUDA graph" if trainer.graph is not None else "eager"
+        log(f"local steps: engine.FastSGD ({trainer.backend}, {how})")
+    path = (f"FastSGD/{trainer.backend}/{'graph' if trainer.graph is not None else 'eager'}"
             if trainer is not None else f"round/vectorized={vectorized}")
     paths = paths_before + [path] if path not in paths_before else paths_before  # every piece's path
     start_round, t_start, last_ckpt = state.round, time.time(), time.time()
@@ -334,7 +337,8 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
             steps_done += int(diag["steps"].max())
         else:
             pool, size = users.relayed(ram[n])
-            batches, steps = make_batches(pool, size, c0["epochs"], c0["batch_size"], gens)
+            batches, steps = epoch_batches(pool, c0["batch_size"], c0["epochs"], generators=gens, sizes=size,
+                                           last="pad")
             trainer.train(batches, steps)
             state = State(trainer.P, n + 1)
             steps_done += batches.shape[1]

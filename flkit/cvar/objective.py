@@ -66,8 +66,11 @@ def surrogate(f: torch.Tensor, t: torch.Tensor, alpha: torch.Tensor, gamma: torc
 
 
 def objective(logits: torch.Tensor, y: torch.Tensor, p: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """Minibatch surrogate of G_i for one model (the `objective` of `flkit.engine.local_train`, which
-    vmaps it at every local step): `surrogate` of f = F_b(theta), the batch-mean cross-entropy over the
-    real samples (padding ignored), with the model's own t, alpha and gamma from `p`."""
+    """Minibatch surrogate of G_i: `surrogate` of f = F_b(theta), the batch-mean cross-entropy over the
+    real samples (padding ignored), with the model's own t, alpha and gamma from `p`. Written with
+    batched operations, so it serves both engine trainers: for one model (logits (B, C), p["t"] a
+    scalar) as the `objective` of `flkit.engine.local_train`, which vmaps it, and for all M runs at
+    once (logits (M, B, C), y (M, B), p["t"] (M,) -> (M,)) as the batched objective of
+    `flkit.engine.FastSGD`."""
     from flkit.engine import cross_entropy
     return surrogate(cross_entropy(logits, y), p["t"], p["alpha"].detach(), p["gamma"].detach())
