@@ -3,7 +3,7 @@
     python benchmarks/cuda_parity.py          # prints ||fast - reference|| / ||reference|| per path
 
 engine.local_train(vectorized="grouped" | "vmap") against the sequential per-model loop, the Fed-CVaR
-local steps through engine.FastSGD (CUDA graphs) against cvar.round, and the Triton kernels of
+local steps through engine.FastSGD (CUDA graphs) against cvar.run_round, and the Triton kernels of
 flkit.fused against torch's conv/pool and FastSGD's grouped backend, in float32 with TF32 off.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ def main() -> None:
     sel = torch.zeros(M, dtype=torch.long, device=dev)
     for n in range(3):
         gens = lambda: [torch_gen(m, f"batch/{n}", dev) for m in range(M)]  # noqa: E731
-        state, _ = cvar.round(state, net, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=32,
+        state, _ = cvar.run_round(state, net, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=32,
                               generators=gens())
         pool, size = users.relayed(sel)
         fast.train(*engine.epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad"))

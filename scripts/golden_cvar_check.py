@@ -1,7 +1,7 @@
 """Bit-for-bit guard for refactors of Fed-CVaR-Avg's local steps and batching.
 
 Runs `flkit.cvar.run_batch` on the smoke configs of the three experiments of document 003 on the CPU
-(one vectorized batch per `batch_group`; both the fast path, ``fast=True``, and `cvar.round`'s,
+(one vectorized batch per `batch_group`; both the fast path, ``fast=True``, and `cvar.run_round`'s,
 ``fast=False``) with this checkout's flkit, and either saves the tables (``--save PATH``) or compares
 them with saved ones (``--check PATH``) with ``pd.testing.assert_frame_equal(check_exact=True)``
 (the frames only: attrs such as wall times and the name of the local-step path are not compared).

@@ -107,7 +107,7 @@ def test_reduces_to_fedavg_exactly():
     for n, user in enumerate(ram):
         sel = torch.full((M,), int(user))
         gens = lambda: [torch_gen(0, f"batch/{n}") for _ in range(M)]  # noqa: E731
-        state, diag = cvar.round(state, model, x, y, users, sel, lr_theta=0.1, lr_t=0.05, epochs=2,
+        state, diag = cvar.run_round(state, model, x, y, users, sel, lr_theta=0.1, lr_t=0.05, epochs=2,
                                  batch_size=32, generators=gens())
         pool, size = users.relayed(sel)
         batches, steps = engine.epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad")
@@ -212,7 +212,7 @@ def test_vectorized_runs_equal_separate_runs():
 
 @pytest.mark.parametrize("name", ["cvar_2d", "cvar_mlp", "cvar_lenet"])
 def test_fast_path_equals_the_engine(name):
-    """engine.FastSGD with the batched CVaR objective (in-place SGD; CUDA graphs on a GPU) == cvar.round
+    """engine.FastSGD with the batched CVaR objective (in-place SGD; CUDA graphs on a GPU) == cvar.run_round
     (engine.local_train with the same objective, vmapped), masked steps and padded batches included."""
     shape, C = ((2,), 3) if name == "cvar_2d" else ((1, 28, 28), 10)
     model = models.build(name, num_classes=3) if name == "cvar_2d" else models.build(name)
@@ -227,7 +227,7 @@ def test_fast_path_equals_the_engine(name):
     for n in range(2):
         gens = lambda: [torch_gen(m, f"batch/{n}") for m in range(M)]  # noqa: E731
         sel = torch.zeros(M, dtype=torch.long)
-        state, _ = cvar.round(state, model, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=B,
+        state, _ = cvar.run_round(state, model, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=B,
                               generators=gens())
         pool, size = users.relayed(sel)
         fast.train(*engine.epoch_batches(pool, B, 2, generators=gens(), sizes=size, last="pad"))

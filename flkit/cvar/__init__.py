@@ -56,7 +56,7 @@ depend on which other runs share its batch, and a run resumed from a checkpoint 
 Modules
 -------
 objective     G, its (sub)gradients, the minibatch surrogate of the local steps
-algorithm     State, init, Users, learning_rates, round (Algorithm 1 for M runs; local steps and
+algorithm     State, init, Users, learning_rates, run_round (Algorithm 1 for M runs; local steps and
               minibatches are flkit.engine's: local_train / FastSGD, epoch_batches)
 ram           the RAM distributions of Fig. 2 and Table 1
 experiments   the document's settings and profiles, run configs, data and splits, run_batch, sweep
@@ -66,7 +66,7 @@ Everything below is also reachable as `flkit.cvar.<name>`.
 """
 from __future__ import annotations
 
-from flkit.cvar.algorithm import EXTRAS, State, Users, init, learning_rates, round
+from flkit.cvar.algorithm import EXTRAS, State, Users, init, learning_rates, run_round
 from flkit.cvar.experiments import (FIG2_PANELS, PAPER, PROFILES, Deadline, batch_group, blobs_split, build_model,
                                     method_of, params_from_table, planned_steps, prepare, run_batch, run_configs,
                                     settings, split_summary, store_for, sweep)
@@ -81,7 +81,7 @@ __all__ = [
     # the objective
     "G", "grad_G", "cvar_loss", "surrogate", "objective", "IGNORE",
     # Algorithm 1
-    "State", "EXTRAS", "init", "round", "Users", "learning_rates",
+    "State", "EXTRAS", "init", "run_round", "Users", "learning_rates",
     # RAM distributions
     "RHO_FIG2_K3", "rho_fig2_k30", "rho_table1", "TABLE1_RARE_RHO", "rho_for",
     # experiments

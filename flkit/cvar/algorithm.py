@@ -100,7 +100,7 @@ def learning_rates(lr_theta, lr_t) -> dict:
     return {"default": lr_theta, "t": lr_t, "alpha": 0.0, "gamma": 0.0}
 
 
-def round(state: State, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, users: Users,
+def run_round(state: State, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, users: Users,
           selected: torch.Tensor, *, lr_theta, lr_t, epochs: int, batch_size: int,
           generators: Sequence[torch.Generator], vectorized: bool | str = True) -> tuple[State, dict]:
     """One round of Algorithm 1 for M runs.

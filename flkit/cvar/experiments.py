@@ -243,7 +243,7 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
     fastest for these small models, by far on a shared machine (spinning OpenMP threads); None: leave as is.
 
     fast: train with `flkit.engine.FastSGD` and the batched `objective` (in-place SGD, CUDA graphs and
-    flkit.fused's kernels on a GPU; the default, which produced the book's numbers) instead of `round`
+    flkit.fused's kernels on a GPU; the default, which produced the book's numbers) instead of `run_round`
     (`flkit.engine.local_train`, the reference). The two agree to float rounding (tests/test_cvar.py),
     not bit for bit: local_train vmaps the objective per model and updates with addcmul_ in steps where
     no run is masked.
@@ -331,7 +331,7 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
         n = state.round
         gens = [torch_gen(c["seed"], f"batch/{n}", dev) for c in configs]
         if trainer is None:
-            state, diag = algorithm.round(state, model, data["x_train"], data["y_train"], users, ram[n],
+            state, diag = algorithm.run_round(state, model, data["x_train"], data["y_train"], users, ram[n],
                                           lr_theta=lr_theta, lr_t=lr_t, epochs=c0["epochs"],
                                           batch_size=c0["batch_size"], generators=gens, vectorized=vectorized)
             steps_done += int(diag["steps"].max())
