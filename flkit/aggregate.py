@@ -35,14 +35,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Updates", "FedAvg", "AverageAll", "KnownP", "FedAU", "MIFA", "UMIFA", "FedVarp", "Momentum"]
+__all__ = ["Updates", "FedAvg", "AverageAll", "KnownP", "FedAU", "MIFA", "UMIFA", "FedVarp", "Momentum", "Relay"]
 
 _DENSE_LIMIT = 1 << 24  # elements of an (R, N, d) buffer up to which sums over clients are taken densely
 
 
 @dataclass
 class Updates:
-    """The round's arrived updates. pairs (P, 2) long = (run, client), distinct; delta (P, d);
+    """The round's arrived updates. pairs (P, 2) long = (run, client), distinct; delta (P, d); local (P, d)
+    the local models themselves (tasks may return them; rules in model form need them);
     counts (P,) float: times each pair was drawn (1 unless a sampler draws with replacement);
     p (R, N): the participation probabilities known to the server (or None); sizes (R, N): the clients'
     sample counts; R, N: the runs and clients axes."""
@@ -53,6 +54,7 @@ class Updates:
     N: int
     p: Tensor | None = None
     sizes: Tensor | None = None
+    local: Tensor | None = None      # (P, d) the clients' local models, when the task returns them
 
     @property
     def mask(self) -> Tensor:
@@ -183,6 +185,28 @@ class FedAU:
         omega = self.weights(state)
         G = upd.sum_clients(upd.per_pair(omega) * upd.counts.unsqueeze(-1).to(upd.delta.dtype) * upd.delta) / upd.N
         return G, self.record(state, upd.mask)
+
+
+@dataclass(frozen=True)
+class Relay:
+    r"""The relayed model becomes the global model: :math:`x_{t+1} = y^{I_t}` for the one client whose update
+    arrived (Fed-CVaR-Avg's Algorithm 1 under a random access model that relays one user per round;
+    FedAvg over a single participant in its model-averaging form, exact in floating point).
+    ``returns_model``: `flkit.fl` takes the output rows of the runs that received an update as their new
+    model (not as a direction); a run that received nothing keeps its model."""
+    returns_model = True
+
+    def init(self, R, N, d, dtype, device):
+        return None
+
+    def apply(self, state, upd: Updates):
+        if upd.local is None:
+            raise ValueError("Relay needs the clients' local models: the task must return them")
+        if bool((torch.bincount(upd.pairs[:, 0], minlength=upd.R) > 1).any()):
+            raise ValueError("Relay takes exactly one client per run and round")
+        new = upd.local.new_zeros((upd.R, upd.local.shape[-1]))
+        new[upd.pairs[:, 0]] = upd.local
+        return new, state
 
 
 # ---------------------------------------------------------------------------------- rules with memory

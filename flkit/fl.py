@@ -17,7 +17,7 @@ per round for all methods, seeds and hyper-parameters at once. Per round t:
 A **task** supplies the model and the clients' local training on a flat parameter vector per run
 (``dim`` floats): ``num_clients``, ``dim``, ``dtype``, ``client_updates(w (R, d), active (R, N), t, runs)
 -> (pairs (P, 2), delta (P, d))``, ``metrics(w) -> {name: (R,)}``; optionally ``sizes`` ((N,) sample
-counts) and ``client_losses(w, pairs) -> (P,)`` (for samplers that probe losses). Randomness of local
+counts) and ``client_losses(w, pairs, runs) -> (P,)`` (for samplers that probe losses). Randomness of local
 training must be keyed by (seed, round, client) only (``runs.seeds``), so a run's numbers do not depend on
 which other runs share its batch, and a resumed run repeats the same numbers.
 
@@ -31,7 +31,7 @@ import hashlib
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,7 +189,7 @@ class _Probe:
         pr = self._pairs(mask)
         if len(pr):
             glob = torch.stack([self.rows[pr[:, 0]], pr[:, 1]], 1)
-            out[pr[:, 0], pr[:, 1]] = self.task.client_losses(self.w, glob).double().cpu()
+            out[pr[:, 0], pr[:, 1]] = self.task.client_losses(self.w, glob, self.runs).double().cpu()
         return out
 
     def updates(self, mask: Tensor):
@@ -207,7 +207,8 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
         w0=None, every: int = 1, target: tuple[str, float] | None = None, stop_early: bool = True,
         stop_when: Callable | None = None, diverge_factor: float = 1e6, diverge_ref: float | None = None,
         progress: bool = False, desc: str | None = None, checkpoint: str | os.PathLike | None = None,
-        checkpoint_every_s: float = 300.0, deadline: float | None = None) -> Result:
+        checkpoint_every_s: float = 300.0, deadline: float | None = None, track: Callable | None = None,
+        track_every: int = 1) -> Result:
     """Run every algorithm for every seed for `rounds` rounds (module docstring). Returns a :class:`Result`.
 
     seeds: a list (the same for every algorithm) or a dict name -> list. availability: None (everyone,
@@ -217,12 +218,18 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
     ..., rounds. target: (metric, eps): the first round with metric <= eps is each run's hit round; with
     ``stop_early`` the loop ends when ``stop_when(hit (R,), diverged (R,), t)`` is true (default: every run
     hit or diverged). checkpoint: a file; the state is saved there every ``checkpoint_every_s`` seconds
-    and at the ``deadline`` (a ``time.time()`` value; then :class:`Deadline` is raised), and a later call
+    and before the ``deadline`` (a ``time.time()`` value; the loop stops when two more rounds and 10 s
+    might not fit, and raises :class:`Deadline`), and a later call
     with the same arguments resumes from it to the same numbers; the file is removed when the run ends.
+    diverge_factor: None turns divergence marking off. track: a cheap ``track(w) -> {name: (R,)}`` recorded
+    at rounds 0, track_every, ..., rounds (e.g. a CVaR threshold every round while the metrics, which
+    evaluate the model on a test set, are recorded every ``every`` rounds); in ``Result.values`` beside the
+    metrics, NaN at rounds where it was not recorded.
     """
     if not algorithms:
         raise ValueError("algorithms is empty: give at least one Algorithm")
     rounds, every = _int(rounds, "rounds", 1), _int(every, "every", 1)
+    track_every = _int(track_every, "track_every", 1)
     names = list(algorithms)
     seed_lists = _seed_lists(algorithms, seeds)
     N, d, dtype = task.num_clients, task.dim, getattr(task, "dtype", torch.float32)
@@ -258,6 +265,8 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
         w, agg, smp, t0 = S["w"], S["agg"], S["smp"], S["t"]
         hit, diverged, evals, first, store = S["hit"], S["diverged"], S["evals"], S["first"], S["store"]
         wall_before = S["wall"]
+        if S.get("task") is not None:
+            task.load_state_dict(S["task"])
     else:
         if w0 is None and hasattr(task, "init_params"):
             w = task.init_params(row_seeds).to(dtype)          # each run's seed's "init" stream
@@ -278,14 +287,17 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
         diverged = torch.full((R,), -1, dtype=torch.long)
         evals = torch.zeros(R, dtype=torch.float64)
         m0 = task.metrics(w)
-        first = next(iter(m0.values())).double().abs().clone()
+        first = next(iter(m0.values())).detach().double().abs().cpu().clone()
         if diverge_ref is not None:
             first = torch.full_like(first, float(diverge_ref))
         _check(m0, 0, first, hit, diverged, target, diverge_factor)
         store.append((0, _record(m0, diverged)))
+        if track is not None:
+            store.append((0, _record(track(w), diverged)))
 
     stop_rule = stop_when or all_hit_or_diverged
     rec = set(range(0, rounds + 1, every)) | {rounds}
+    rec_track = set(range(0, rounds + 1, track_every)) | {rounds}
     start, tic, last_ckpt = t0, time.perf_counter(), time.time()
 
     def save():
@@ -294,7 +306,8 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         tmp = ckpt.with_name(ckpt.name + ".tmp")
         torch.save(dict(key=key, w=w, agg=agg, smp=smp, t=t, hit=hit, diverged=diverged, evals=evals, first=first,
-                        store=store, wall=wall_before + time.perf_counter() - tic), tmp)
+                        store=store, wall=wall_before + time.perf_counter() - tic,
+                        task=task.state_dict() if hasattr(task, "state_dict") else None), tmp)
         os.replace(tmp, ckpt)
 
     bar = None
@@ -315,8 +328,9 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
         active = counts > 0
         live = (hit < 0) & alive
         evals += (counts.sum(1) * live).double()
-        pairs, delta = task.client_updates(w, active, t, runs)
-        delta = delta.to(dtype)
+        out = task.client_updates(w, active, t, runs)
+        pairs, delta = out[0], out[1].to(dtype)
+        local_models = out[2] if len(out) > 2 else None
         pair_counts = counts[pairs[:, 0], pairs[:, 1]].to(dtype)
         local = torch.empty(R, dtype=torch.long)
         for a in names:
@@ -329,24 +343,33 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
             sel = (owner == j).nonzero().squeeze(1)
             lp = torch.stack([local[pairs[sel, 0]], pairs[sel, 1]], 1)
             upd = Updates(lp, delta[sel], pair_counts[sel], len(rows), N,
-                          p_all[rows] if p_all is not None else None, sizes[rows] if sizes is not None else None)
+                          p_all[rows] if p_all is not None else None, sizes[rows] if sizes is not None else None,
+                          None if local_models is None else local_models[sel])
             G, agg[a] = alg.aggregator.apply(agg[a], upd)
-            w[rows] = w[rows] - alg.lr * G
+            if getattr(alg.aggregator, "returns_model", False):  # the rule gives the new model itself (Relay)
+                got = upd.mask.any(1)
+                w[rows[got]] = G[got.to(G.device)]
+            else:
+                w[rows] = w[rows] - alg.lr * G
             if alg.sampler is not None and hasattr(alg.sampler, "observe"):
                 smp[a] = alg.sampler.observe(smp[a], t, lp, delta[sel])
         t += 1
+        done = False
         if target is not None or t in rec:
             met = task.metrics(w)
             _check(met, t, first, hit, diverged, target, diverge_factor)
             done = target is not None and stop_early and stop_rule(hit, diverged, t)
             if t in rec or done:
                 store.append((t, _record(met, diverged)))
-            if done:
-                break
+        if track is not None and (t in rec_track or done):
+            store.append((t, _record(track(w), diverged)))
+        if done:
+            break
         if bar is not None:
             bar.update(1)
         now = time.time()
-        if deadline is not None and t < rounds and now > deadline:
+        per_round = (time.perf_counter() - tic) / max(1, t - start)
+        if deadline is not None and t < rounds and now + 2 * per_round + 10 > deadline:
             save()
             if bar is not None:
                 bar.close()
@@ -364,12 +387,13 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
     return res
 
 
-def _check(met: dict, t: int, first: Tensor, hit: Tensor, diverged: Tensor, target, factor: float) -> None:
-    x = next(iter(met.values())).double()
-    bad = (~torch.isfinite(x) | (x.abs() > factor * first)) & (diverged < 0)
-    diverged[bad] = t
+def _check(met: dict, t: int, first: Tensor, hit: Tensor, diverged: Tensor, target, factor: float | None) -> None:
+    if factor is not None:
+        x = next(iter(met.values())).detach().double().cpu()
+        bad = (~torch.isfinite(x) | (x.abs() > factor * first)) & (diverged < 0)
+        diverged[bad] = t
     if target is not None:
-        y = met[target[0]].double()
+        y = met[target[0]].detach().double().cpu()
         newly = (y <= target[1]) & (hit < 0) & (diverged < 0)
         hit[newly] = t
 
@@ -386,14 +410,16 @@ def _record(met: dict, diverged: Tensor) -> dict:
 def _result(store, names, rows_of, seed_lists, hit, diverged, evals, wall, done, start) -> Result:
     rounds = np.array(sorted({t for t, _ in store}))
     pos = {t: k for k, t in enumerate(rounds)}
+    keys = list(dict.fromkeys(k for _, row in store for k in row))
     values = {}
     for a in names:
         r = rows_of[a].numpy()
         values[a] = {}
-        for k in store[0][1]:
+        for k in keys:
             arr = np.full((len(rounds), len(r)), np.nan)
             for t, row in store:
-                arr[pos[t]] = row[k][r]
+                if k in row:
+                    arr[pos[t]] = row[k][r]
             values[a][k] = arr
     pick = lambda v, a: v[rows_of[a]].numpy()  # noqa: E731
     return Result(rounds=rounds, values=values, hit={a: pick(hit, a) for a in names},

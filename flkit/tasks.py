@@ -28,19 +28,28 @@ __all__ = ["EngineTask", "QuadraticTask", "quadratic_task", "symmetric_quadratic
 
 @dataclass
 class EngineTask:
-    r"""Clients that train a torch model with `flkit.engine.local_train` (plain or momentum SGD, weight
-    decay, FedProx), on a split of one training set.
+    r"""Clients that train a torch model with the engine, on a split of one training set.
 
-    clients: one index array per client into (x, y) (e.g. ``Partition.indices``); the same split for every
-    run. Local work: ``steps`` minibatches of ``batch_size`` drawn independently (FedAU's "I local
-    iterations", `engine.sample_batches`) or ``epochs`` passes over the client's data (`engine.epoch_batches`,
-    short last batch padded). The update is the pseudo-gradient :math:`\Delta = x - y` (divided by the
-    local step size when ``normalized``). Metrics: test loss and accuracy of every run's global model.
-    The initial model of a run with seed s is the model's init under ``torch_gen(s, "init")``."""
+    clients: one index array per client into (x, y) (e.g. ``Partition.indices``), the same split for every
+    run, or a dict of such lists keyed by the run's seed (``split_by="seed"``) or by its algorithm's name
+    (``split_by="name"``). Local work: ``steps`` minibatches of
+    ``batch_size`` drawn independently (FedAU's "I local iterations", `engine.sample_batches`) or
+    ``epochs`` passes over the client's data (`engine.epoch_batches`, short last batch padded).
+    backend: "engine" (`engine.local_train`: plain or momentum SGD, weight decay, FedProx, any objective
+    written for one model) or "fast" (`engine.FastSGD`: plain SGD, a batched objective, in-place updates,
+    CUDA graphs and fused kernels on a GPU). extras: per-run scalars trained beside the model and passed
+    to the objective (e.g. a CVaR threshold), or constants when their step size in ``extras_lr`` is 0.
+    The update is the pseudo-gradient :math:`\Delta = x - y` (divided by the local step size when
+    ``normalized``); the local models :math:`y` are returned too (for rules in model form).
+    Minibatches of client i in round t of a run with seed s come from ``torch_gen(s, stream)`` on the data's
+    device, ``stream`` formatted with t and client (default ``"batch/{t}/{client}"``).
+    Metrics: test loss and accuracy (and per-class accuracy "test_acc_class/<c>" with ``per_class``) of
+    every run's global model. The initial model of a run with seed s is the model's init under
+    ``torch_gen(s, "init")``, extras 0."""
     model: nn.Module
     x: Tensor
     y: Tensor
-    clients: Sequence
+    clients: object
     x_test: Tensor
     y_test: Tensor
     batch_size: int
@@ -52,8 +61,18 @@ class EngineTask:
     prox_mu: float = 0.0
     objective: object = None
     normalized: bool = False
+    backend: str = "engine"
     vectorized: bool | str = True
+    fast_backend: str = "auto"
+    cuda_graph: bool = True
+    extras: Sequence[str] = ()
+    extras_lr: dict = field(default_factory=dict)
+    stream: str = "batch/{t}/{client}"
+    split_by: str = "seed"
+    per_class: int | None = None
+    eval_batch_size: int = 1024
     chunk: int = 512
+    log: object = print
     names: list = field(init=False)
     shapes: list = field(init=False)
 
@@ -64,17 +83,37 @@ class EngineTask:
             v = getattr(self, k)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise ValueError(f"{k} must be a positive int, got {v!r}")
-        if not self.clients or any(len(c) == 0 for c in self.clients):
-            raise ValueError("every client needs at least one sample")
+        if self.split_by not in ("seed", "name"):
+            raise ValueError(f"split_by must be 'seed' or 'name', got {self.split_by!r}")
+        if self.backend not in ("engine", "fast"):
+            raise ValueError(f"backend must be 'engine' or 'fast', got {self.backend!r}")
+        if self.backend == "fast" and self.steps is not None:
+            raise ValueError("backend='fast' trains epochs (give epochs=, not steps=)")
+        splits = self.clients if isinstance(self.clients, dict) else {None: self.clients}
+        if len({len(c) for c in splits.values()}) != 1:
+            raise ValueError("every split needs the same number of clients")
+        for c in splits.values():
+            if not len(c) or any(len(i) == 0 for i in c):
+                raise ValueError("every client needs at least one sample")
         state = engine.stack_copies(self.model, 1)
-        self.names = list(state)
-        self.shapes = [tuple(v.shape[1:]) for v in state.values()]
-        self._index = [torch.as_tensor(np.asarray(c), dtype=torch.long) for c in self.clients]
+        self.names = list(state) + list(self.extras)
+        self.shapes = [tuple(v.shape[1:]) for v in state.values()] + [()] * len(self.extras)
+        width = max(len(i) for c in splits.values() for i in c)
+        self._pool = {}                                    # seed -> (N, width) indices padded with the first
+        for key, c in splits.items():
+            pool = torch.zeros(len(c), width, dtype=torch.long)
+            for i, idx in enumerate(c):
+                idx = torch.as_tensor(np.asarray(idx), dtype=torch.long)
+                pool[i, :len(idx)], pool[i, len(idx):] = idx, idx[0]
+            self._pool[key] = (pool.to(self.x.device), torch.tensor([len(i) for i in c], device=self.x.device))
+        self._fast = None
+        self.steps_done = 0
+        self.paths: list[str] = []     # how local training computed, one entry per change (resumed pieces too)
 
     # ---------------------------------------------------------------- the fl.run protocol
     @property
     def num_clients(self) -> int:
-        return len(self.clients)
+        return len(next(iter(self._pool.values()))[1])
 
     @property
     def dim(self) -> int:
@@ -85,8 +124,14 @@ class EngineTask:
         return next(iter(self.model.parameters())).dtype
 
     @property
-    def sizes(self) -> np.ndarray:
-        return np.array([len(c) for c in self.clients])
+    def sizes(self) -> np.ndarray | None:
+        return None if isinstance(self.clients, dict) else np.array([len(c) for c in self.clients])
+
+    def _split(self, key):
+        return self._pool[key if isinstance(self.clients, dict) else None]
+
+    def _key(self, runs, r: int):
+        return runs.names[r] if self.split_by == "name" else runs.seeds[r]
 
     def flatten(self, params: dict) -> Tensor:
         return torch.cat([params[k].reshape(params[k].shape[0], -1) for k in self.names], 1)
@@ -99,46 +144,114 @@ class EngineTask:
             i += n
         return out
 
+    def column(self, name: str) -> int:
+        """Index of a scalar entry (an extra) in the flat vector."""
+        i = 0
+        for k, s in zip(self.names, self.shapes):
+            if k == name:
+                return i
+            i += int(np.prod(s, dtype=np.int64))
+        raise KeyError(name)
+
     def init_params(self, seeds: Sequence[int]) -> Tensor:
-        """(R, d): the initial model of each run (its seed's "init" stream)."""
-        return torch.cat([self.flatten(engine.stack(self.model, 1, torch_gen(int(s), "init"))) for s in seeds])
+        """(R, d): the initial model of each run (its seed's "init" stream), extras 0."""
+        w = torch.cat([self.flatten(engine.stack(self.model, 1, torch_gen(int(s), "init"))
+                                    | {k: torch.zeros(1, device=self.x.device) for k in self.extras})
+                       for s in seeds])
+        return w.to(self.x.device)
 
-    def batches(self, seed: int, t: int, client: int) -> tuple[Tensor, Tensor]:
-        """The round-t minibatches (1, S, B) and steps (1,) of `client` in a run with `seed`."""
-        g = torch_gen(int(seed), f"batch/{t}/{client}")
-        idx = [self._index[client]]
+    def _generator(self, seed: int, t: int, client: int) -> torch.Generator:
+        return torch_gen(int(seed), self.stream.format(t=t, client=client), self.x.device)
+
+    def batches(self, seed: int, t: int, client: int, split=None) -> tuple[Tensor, Tensor]:
+        """The round-t minibatches (1, S, B) and steps (1,) of `client` in a run with `seed` (and the
+        key of its split, when the task has several)."""
+        return self._batches([seed], [client], t, [seed if split is None else split])
+
+    def _batches(self, seeds, clients, t, splits) -> tuple[Tensor, Tensor]:
+        gens = [self._generator(s, t, c) for s, c in zip(seeds, clients)]
+        rows = [self._split(k) for k in splits]
+        pool = torch.stack([p[c] for (p, _), c in zip(rows, clients)])
+        n = torch.stack([m[c] for (_, m), c in zip(rows, clients)])
         if self.steps is not None:
-            return engine.sample_batches(idx, self.batch_size, self.steps, g)
-        return engine.epoch_batches(idx, self.batch_size, self.epochs, g, last="pad")
+            made = [engine.sample_batches([pool[k, :int(n[k])]], self.batch_size, self.steps, g)
+                    for k, g in enumerate(gens)]
+            return torch.cat([b for b, _ in made]), torch.cat([s for _, s in made])
+        return engine.epoch_batches(pool, self.batch_size, self.epochs, generators=gens, sizes=n, last="pad")
 
-    def client_updates(self, w: Tensor, active: Tensor, t: int, runs) -> tuple[Tensor, Tensor]:
+    def _lr(self, lr: Tensor) -> dict:
+        return {"default": lr, **{k: self.extras_lr.get(k, 0.0) for k in self.extras}}
+
+    def _train(self, params: dict, batches: Tensor, steps: Tensor, lr: Tensor) -> dict:
+        self.steps_done += int(batches.shape[1])
+        if self.backend == "engine":
+            new, _ = engine.local_train(self.model, params, self.x, self.y, batches, lr=self._lr(lr),
+                                        momentum=self.momentum, weight_decay=self.weight_decay,
+                                        prox_mu=self.prox_mu, objective=self.objective, steps=steps,
+                                        vectorized=self.vectorized)
+            return new
+        M = batches.shape[0]
+        if self._fast is None or next(iter(self._fast.P.values())).shape[0] != M:
+            self._fast = engine.FastSGD(self.model, params, self.x, self.y, self.batch_size, lr=self._lr(lr),
+                                        objective=self.objective, backend=self.fast_backend,
+                                        cuda_graph=self.cuda_graph, log=self.log)
+        for k, v in params.items():
+            self._fast.P[k].copy_(v)
+        self._fast.train(batches, steps)
+        return self._fast.P
+
+    def _note_path(self) -> None:
+        if not self.paths or self.paths[-1] != self.path:
+            self.paths.append(self.path)
+
+    def state_dict(self) -> dict:
+        """What a checkpoint of `flkit.fl.run` keeps of the task: the local-training paths so far."""
+        return {"paths": list(self.paths)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.paths = list(state.get("paths", []))
+
+    @property
+    def path(self) -> str:
+        """How local training computes: "FastSGD/<backend>/<graph|eager>" or "local_train/vectorized=..."."""
+        if self.backend == "fast" and self._fast is not None:
+            return f"FastSGD/{self._fast.backend}/{'graph' if self._fast.graph is not None else 'eager'}"
+        return f"local_train/vectorized={self.vectorized}" if self.backend == "engine" else "FastSGD"
+
+    def client_updates(self, w: Tensor, active: Tensor, t: int, runs) -> tuple[Tensor, Tensor, Tensor]:
         pairs = active.nonzero()
         delta = w.new_zeros(len(pairs), w.shape[1])
+        local = w.new_zeros(len(pairs), w.shape[1])
         for c0 in range(0, len(pairs), self.chunk):
             pr = pairs[c0:c0 + self.chunk]
-            made = [self.batches(runs.seeds[int(r)], t, int(i)) for r, i in pr.tolist()]
-            S = max(b.shape[1] for b, _ in made)
-            batches = torch.stack([torch.cat([b[0], b[0, :1].expand(S - b.shape[1], -1)]) for b, _ in made])
-            steps = torch.cat([s for _, s in made])
-            lr = runs.local_lr[pr[:, 0]].to(w.dtype)
+            rr = pr[:, 0].tolist()
+            batches, steps = self._batches([runs.seeds[r] for r in rr], pr[:, 1].tolist(), t,
+                                           [self._key(runs, r) for r in rr])
+            lr = runs.local_lr[pr[:, 0]].to(device=w.device, dtype=w.dtype)
             w0 = w[pr[:, 0]]
-            new, _ = engine.local_train(self.model, self.unflatten(w0), self.x, self.y, batches.to(self.x.device),
-                                        lr=lr, momentum=self.momentum, weight_decay=self.weight_decay,
-                                        prox_mu=self.prox_mu, objective=self.objective, steps=steps.to(self.x.device),
-                                        vectorized=self.vectorized)
-            d = w0 - self.flatten(new)
+            new = self.flatten(self._train(self.unflatten(w0), batches, steps, lr))
+            self._note_path()
+            d = w0 - new
             delta[c0:c0 + len(pr)] = d / lr.unsqueeze(1) if self.normalized else d
-        return pairs, delta
+            local[c0:c0 + len(pr)] = new
+        return pairs, delta, local
 
     def metrics(self, w: Tensor) -> dict[str, Tensor]:
-        loss, acc = engine.evaluate(self.model, self.unflatten(w), self.x_test, self.y_test)
-        return {"test_loss": loss, "test_acc": acc}
+        params = self.unflatten(w)
+        loss, acc = engine.evaluate(self.model, params, self.x_test, self.y_test, batch_size=self.eval_batch_size)
+        out = {"test_loss": loss, "test_acc": acc}
+        if self.per_class:
+            pc = engine.per_class_accuracy(self.model, params, self.x_test, self.y_test, self.per_class,
+                                           batch_size=self.eval_batch_size)
+            out |= {f"test_acc_class/{c}": pc[:, c] for c in range(self.per_class)}
+        return out
 
-    def client_losses(self, w: Tensor, pairs: Tensor) -> Tensor:
+    def client_losses(self, w: Tensor, pairs: Tensor, runs) -> Tensor:
         """(P,): training loss of run r's model on client i's data, for each pair (r, i)."""
         out = torch.empty(len(pairs), dtype=torch.float64)
         for k, (r, i) in enumerate(pairs.tolist()):
-            idx = self._index[i].to(self.x.device)
+            pool, n = self._split(self._key(runs, r))
+            idx = pool[i, :int(n[i])]
             loss, _ = engine.evaluate(self.model, self.unflatten(w[r:r + 1]), self.x[idx], self.y[idx])
             out[k] = float(loss[0])
         return out

@@ -259,13 +259,13 @@ def test_resume_from_checkpoint_is_exact(tmp_path):
         cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, deadline=time.time() + 0.5,
                        fast=False, log=lambda _: None)
     (ckpt,) = tmp_path.glob("batch-*.pt")
-    first_piece = torch.load(ckpt, weights_only=False)["elapsed_s"]
+    first_piece = torch.load(ckpt, weights_only=False)["wall"]
     assert first_piece > 0
     out = cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, fast=False, log=lambda _: None)
     for a, b in zip(ref, out):
         pd.testing.assert_frame_equal(a, b)
         assert b.attrs["wall_time_s"] > first_piece  # the compute time counts every piece
-        assert b.attrs["local_steps"] == "round/vectorized=True"
+        assert b.attrs["local_steps"] == "local_train/vectorized=True"
     assert not list(tmp_path.glob("batch-*.pt"))
 
 
@@ -275,9 +275,9 @@ def test_resumed_batch_records_the_path_of_every_piece(tmp_path):
         cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, deadline=time.time() + 0.5,
                        fast=False, log=lambda _: None)
     (ckpt,) = tmp_path.glob("batch-*.pt")
-    assert torch.load(ckpt, weights_only=False)["local_steps"] == ["round/vectorized=True"]
+    assert torch.load(ckpt, weights_only=False)["task"]["paths"] == ["local_train/vectorized=True"]
     out = cvar.run_batch(cfgs, "cpu", progress=False, checkpoint_dir=tmp_path, fast=True, log=lambda _: None)
-    assert out[0].attrs["local_steps"] == "round/vectorized=True + FastSGD/grouped/eager"
+    assert out[0].attrs["local_steps"] == "local_train/vectorized=True + FastSGD/grouped/eager"
 
 
 # -------------------------------------------------------------------------------------- settings

@@ -4,9 +4,9 @@ checkpointed) through the results store."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -14,11 +14,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit.cvar import algorithm
-from flkit.cvar.algorithm import State, Users, init, learning_rates
+from flkit.cvar.algorithm import EXTRAS
 from flkit.cvar.objective import objective
 from flkit.cvar.ram import rho_for, rho_table1
-from flkit.seeding import resolve_device, rng, torch_gen
+from flkit.seeding import resolve_device, rng
 
 FIG2_PANELS = {
     # Fig. 2(a): 3 users, one class each; 2(b): user 3 gets an extra (4th) class; 2(c): 30 users, 3 classes.
@@ -210,41 +209,65 @@ class Deadline(RuntimeError):
     """Raised by `run_batch` when it stopped before the deadline; its state is checkpointed."""
 
 
-def _eval_rows(model, params, data, m_range, n, rows, per_class=True):
-    from flkit.engine import evaluate, per_class_accuracy
-    loss, acc = evaluate(model, params, data["x_test"], data["y_test"], batch_size=2048)
-    loss, acc = loss.tolist(), acc.tolist()
-    pc = per_class_accuracy(model, params, data["x_test"], data["y_test"], data["num_classes"],
-                            batch_size=2048).tolist() if per_class else None
-    for m in m_range:
-        rows.append((m, n, "test_loss", loss[m], -1))
-        rows.append((m, n, "test_acc", acc[m], -1))
-        if pc is not None:
-            for c, v in enumerate(pc[m]):
-                rows.append((m, n, "test_acc_class", v, c))
+def _task(configs: Sequence[Mapping], data: dict, model: torch.nn.Module, fast: bool, vectorized, log):
+    """The batch as an `flkit.tasks.EngineTask`: one split per run (keyed by the run's name, its index in
+    the batch), H epochs of local SGD on (theta, t) with the CVaR objective, alpha and gamma constants."""
+    from flkit.tasks import EngineTask
+    c0 = configs[0]
+    return EngineTask(model=model, x=data["x_train"], y=data["y_train"],
+                      clients={str(m): list(p.indices) for m, p in enumerate(data["partitions"])}, split_by="name",
+                      x_test=data["x_test"], y_test=data["y_test"], batch_size=c0["batch_size"], epochs=c0["epochs"],
+                      local_lr=c0["lr_theta"], objective=objective, backend="fast" if fast else "engine",
+                      vectorized=vectorized, extras=EXTRAS, extras_lr={"t": c0["lr_t"]}, stream="batch/{t}",
+                      per_class=data["num_classes"], eval_batch_size=2048, log=log)
+
+
+def _table(res, m: int, name: str, T: int, eval_every: int, t_every: int, C: int) -> pd.DataFrame:
+    """Run m's rows in the chapter's table layout (round, metric, value, class, name): per evaluation round
+    its test_loss, test_acc and per-class rows, then the thresholds t recorded since the previous one."""
+    vals, rounds = res.values[name], list(res.rounds)
+    rows, pending = [], []
+    ev = lambda r: r % eval_every == 0 or r == T  # noqa: E731
+    tr = lambda r: r % t_every == 0 or r == T     # noqa: E731
+    for r in rounds:
+        k = rounds.index(r)
+        if r == 0 or tr(r):
+            pending.append((r, "t", float(vals["t"][k, 0]), -1))
+        if r == 0 or ev(r):
+            rows.append((r, "test_loss", float(vals["test_loss"][k, 0]), -1))
+            rows.append((r, "test_acc", float(vals["test_acc"][k, 0]), -1))
+            rows += [(r, "test_acc_class", float(vals[f"test_acc_class/{c}"][k, 0]), c) for c in range(C)]
+            rows += pending
+            pending = []
+    tab = pd.DataFrame(rows + pending, columns=["round", "metric", "value", "class"])
+    tab["name"] = ""
+    return tab
 
 
 def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str | os.PathLike | None = None,
               checkpoint_every_s: float = 300.0, deadline: float | None = None, progress: bool = True,
               vectorized: bool | str = True, log: Callable[[str], None] = print,
               cpu_threads: int | None = 1, fast: bool = True) -> list[pd.DataFrame]:
-    """Run M configs (one `batch_group`) as M stacked models; returns one tidy table per run.
+    """Run M configs (one `batch_group`) through the package's round loop `flkit.fl.run`; returns one tidy
+    table per run. Each config is one `fl.Algorithm`: the `aggregate.Relay` rule (the relayed user's
+    model becomes the global model), the RAM draws of its seed as its availability (one user per round),
+    its own user split; all M runs train as M stacked models.
 
     Table rows: (round, metric, value, class): "t" (the global threshold) every `t_every` rounds
     (default: `eval_every`) and "test_loss", "test_acc", "test_acc_class" (per class) of the global
-    model every `eval_every` rounds, both also at rounds 0 and T; "param" rows (name in column "name", flat index in "class") of the final model when
-    a config has save_params.
+    model every `eval_every` rounds, both also at rounds 0 and T; "param" rows (name in column "name",
+    flat index in "class") of the final model when a config has save_params.
 
     checkpoint_dir: where the batch's mid-run state is saved (every `checkpoint_every_s` seconds and
-    when stopping at `deadline`, a `time.time()` value); a later call with the same configs continues
-    from it. Raises `Deadline` when it stops early.
+    before the `deadline`, a `time.time()` value); a later call with the same configs continues from it.
+    Raises `Deadline` when it stops early.
 
     cpu_threads: torch threads while running on the CPU (restored afterwards). One thread is the
     fastest for these small models, by far on a shared machine (spinning OpenMP threads); None: leave as is.
 
     fast: train with `flkit.engine.FastSGD` and the batched `objective` (in-place SGD, CUDA graphs and
-    flkit.fused's kernels on a GPU; the default, which produced the book's numbers) instead of `run_round`
-    (`flkit.engine.local_train`, the reference). The two agree to float rounding (tests/test_cvar.py),
+    flkit.fused's kernels on a GPU; the default, which produced the book's numbers) instead of
+    `flkit.engine.local_train` (the reference). The two agree to float rounding (tests/test_cvar.py),
     not bit for bit: local_train vmaps the objective per model and updates with addcmul_ in steps where
     no run is masked.
     """
@@ -257,7 +280,7 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
                              fast=fast)
         finally:
             torch.set_num_threads(old)
-    from flkit.engine import FastSGD, epoch_batches, stack
+    from flkit import aggregate, fl
     from flkit.participation import random_access_indices
     from flkit.results import config_key
 
@@ -269,122 +292,59 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
     c0, M, T = configs[0], len(configs), configs[0]["rounds"]
     data = prepare(configs, dev)
     model = build_model(c0).to(dev)
-    users = Users.from_partitions(data["partitions"], dev)
-    ram = torch.as_tensor(np.stack([random_access_indices(c["rho"], T, c["seed"]) for c in configs], 1),
-                          device=dev)  # (T, M)
+    task = _task(configs, data, model, fast, vectorized, log)
+    K = task.num_clients
+    algorithms = {}
+    for m, c in enumerate(configs):
+        ram = random_access_indices(c["rho"], T, c["seed"])
+        algorithms[str(m)] = fl.Algorithm(aggregate.Relay(), availability={c["seed"]: np.eye(K, dtype=bool)[ram]})
+    seeds = {str(m): [c["seed"]] for m, c in enumerate(configs)}
+    w0 = task.init_params([c["seed"] for c in configs])
+    w0[:, task.column("t")] = float(c0["t0"])
+    w0[:, task.column("alpha")] = torch.tensor([float(c["alpha"]) for c in configs], dtype=w0.dtype)
+    w0[:, task.column("gamma")] = torch.tensor([float(c["gamma"]) for c in configs], dtype=w0.dtype)
+    _check_cells(configs)
     keys = [config_key(c) for c in configs]
     ckpt = Path(checkpoint_dir) / f"batch-{config_key({'runs': keys})}.pt" if checkpoint_dir else None
-
     if ckpt is not None and ckpt.is_file():
-        saved = torch.load(ckpt, map_location=dev, weights_only=False)
-        if saved["keys"] != keys:
-            raise RuntimeError(f"checkpoint {ckpt} belongs to other runs")
-        state, rows, steps_done = State(saved["params"], saved["round"]), saved["rows"], saved["steps"]
-        elapsed_before = saved.get("elapsed_s", 0.0)  # compute time of the earlier pieces
-        paths_before = saved.get("local_steps", [])    # and how they computed
-        log(f"resuming {M} runs from round {state.round} of {T} ({ckpt.name})")
-    else:
-        theta = [stack(model, 1, torch_gen(c["seed"], "init")) for c in configs]
-        theta = {k: torch.cat([t[k] for t in theta]).to(dev) for k in theta[0]}
-        state = init(theta, [c["alpha"] for c in configs], [c["gamma"] for c in configs], c0["t0"])
-        rows, steps_done, elapsed_before, paths_before = [], 0, 0.0, []
-        _eval_rows(model, state.params, data, range(M), 0, rows)
-        rows += [(m, 0, "t", float(v), -1) for m, v in enumerate(state.t.tolist())]
-
-    t_hist: list = []
-
-    def flush_t():
-        for r, tt in t_hist:
-            rows.extend((m, r, "t", float(v), -1) for m, v in enumerate(tt.tolist()))
-        t_hist.clear()
-
-    def save_checkpoint():
-        if ckpt is None:
-            return
-        flush_t()
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
-        tmp = ckpt.with_name(ckpt.name + ".tmp")
-        torch.save({"keys": keys, "round": state.round, "params": {k: v.cpu() for k, v in state.params.items()},
-                    "rows": rows, "steps": steps_done, "elapsed_s": elapsed_before + time.time() - t_start,
-                    "local_steps": paths}, tmp)
-        os.replace(tmp, ckpt)
-
-    eval_every, lr_theta, lr_t = c0["eval_every"], c0["lr_theta"], c0["lr_t"]
+        log(f"resuming {M} runs from {ckpt.name}")
+    eval_every = c0["eval_every"]
     t_every = c0.get("t_every") or eval_every
-    trainer = None
-    if fast:
-        trainer = FastSGD(model, state.params, data["x_train"], data["y_train"], c0["batch_size"],
-                          lr=learning_rates(lr_theta, lr_t), objective=objective, log=log)
-        state = State(trainer.P, state.round)
-        how = "CUDA graph" if trainer.graph is not None else "eager"
-        log(f"local steps: engine.FastSGD ({trainer.backend}, {how})")
-    path = (f"FastSGD/{trainer.backend}/{'graph' if trainer.graph is not None else 'eager'}"
-            if trainer is not None else f"round/vectorized={vectorized}")
-    paths = paths_before + [path] if path not in paths_before else paths_before  # every piece's path
-    start_round, t_start, last_ckpt = state.round, time.time(), time.time()
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=T, initial=state.round, desc=f"{c0['experiment']}: {M} runs", unit="round",
-                   mininterval=5.0)
-    while state.round < T:
-        n = state.round
-        gens = [torch_gen(c["seed"], f"batch/{n}", dev) for c in configs]
-        if trainer is None:
-            state, diag = algorithm.run_round(state, model, data["x_train"], data["y_train"], users, ram[n],
-                                          lr_theta=lr_theta, lr_t=lr_t, epochs=c0["epochs"],
-                                          batch_size=c0["batch_size"], generators=gens, vectorized=vectorized)
-            steps_done += int(diag["steps"].max())
-        else:
-            pool, size = users.relayed(ram[n])
-            batches, steps = epoch_batches(pool, c0["batch_size"], c0["epochs"], generators=gens, sizes=size,
-                                           last="pad")
-            trainer.train(batches, steps)
-            state = State(trainer.P, n + 1)
-            steps_done += batches.shape[1]
-        if state.round % t_every == 0 or state.round == T:
-            t_hist.append((state.round, state.t.clone()))  # no device sync here
-        if state.round % eval_every == 0 or state.round == T:
-            _eval_rows(model, state.params, data, range(M), state.round, rows)
-            flush_t()
-        if bar is not None:
-            bar.update(1)
-        now = time.time()
-        per_round = (now - t_start) / max(1, state.round - start_round)
-        if deadline is not None and state.round < T and now + 2 * per_round + 10 > deadline:
-            save_checkpoint()
-            if bar is not None:
-                bar.close()
-            raise Deadline(f"stopped at round {state.round} of {T} (checkpoint {ckpt})")
-        if now - last_ckpt > checkpoint_every_s:
-            save_checkpoint()
-            last_ckpt = now
-    if bar is not None:
-        bar.close()
-    wall = time.time() - t_start
-    done = T - start_round
-    if done:
-        log(f"throughput: {M} runs x {done} rounds in {wall:.1f} s on {dev}: {done / wall:.2f} rounds/s, "
-            f"{M * done / wall:.1f} run-rounds/s, {steps_done / max(wall, 1e-9):.0f} local steps/s "
-            f"(x{M} models)")
-
-    frame = pd.DataFrame(rows, columns=["run", "round", "metric", "value", "class"])
+    col = task.column("t")
+    try:
+        res = fl.run(task, algorithms, seeds=seeds, rounds=T, w0=w0, every=eval_every, diverge_factor=None,
+                     track=lambda w: {"t": w[:, col]}, track_every=t_every, progress=progress,
+                     desc=f"{c0['experiment']}: {M} runs", checkpoint=ckpt, checkpoint_every_s=checkpoint_every_s,
+                     deadline=deadline)
+    except fl.Deadline as e:
+        raise Deadline(str(e)) from None
+    log(f"local steps: {' + '.join(task.paths)}")
+    if res.rounds_done:
+        log(f"throughput: {M} runs x {res.rounds_done} rounds in {res.wall_s:.1f} s on {dev} (all pieces): "
+            f"{M * res.rounds_done / max(res.wall_s, 1e-9):.1f} run-rounds/s, {task.steps_done} batched local steps "
+            f"this piece (x{M} models)")
+    final = task.unflatten(res.final_w)
     tables = []
     for m, c in enumerate(configs):
-        tab = frame[frame["run"] == m].drop(columns="run").reset_index(drop=True)
-        tab["name"] = ""
+        tab = _table(res, m, str(m), T, eval_every, t_every, data["num_classes"])
         if c.get("save_params"):
-            extra = [(0, "param", float(v), i, k) for k, p in state.theta.items()
+            extra = [(T, "param", float(v), i, k) for k, p in final.items() if k not in EXTRAS
                      for i, v in enumerate(p[m].reshape(-1).tolist())]
             tab = pd.concat([tab, pd.DataFrame(extra, columns=["round", "metric", "value", "class", "name"])],
                             ignore_index=True)
-            tab.loc[tab["metric"] == "param", "round"] = T
-        tab.attrs["wall_time_s"] = elapsed_before + wall  # all pieces of a resumed batch
-        tab.attrs["local_steps"] = " + ".join(paths)
+        tab.attrs["wall_time_s"] = res.wall_s  # all pieces of a resumed batch
+        tab.attrs["local_steps"] = " + ".join(task.paths)  # every piece's path
         tables.append(tab)
-    if ckpt is not None and ckpt.is_file():
-        ckpt.unlink()
     return tables
+
+
+def _check_cells(configs) -> None:
+    for c in configs:
+        a, g = float(c["alpha"]), float(c["gamma"])
+        if not 0 < a <= 1:
+            raise ValueError(f"alpha must be in (0, 1], got {a}")
+        if not 0 <= g <= 1:
+            raise ValueError(f"gamma must be in [0, 1], got {g}")
 
 
 def params_from_table(table: pd.DataFrame, model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -412,10 +372,12 @@ def store_for(s: Mapping, root: str | os.PathLike | None = None):
 
 
 def sweep(s: Mapping, *, root=None, device="auto", compute_missing: bool = True, deadline: float | None = None,
-          batch_size: int | None = None, progress: bool = True, vectorized: bool | str = True) -> pd.DataFrame:
+          batch_size: int | None = None, progress: bool = True, vectorized: bool | str = True,
+          executor=None) -> pd.DataFrame:
     """All runs of settings `s`: stored results are read, missing ones computed (vectorized, in batches
     of at most `batch_size` runs per `batch_group`) and stored. Returns the joined tidy table
-    (`flkit.results.Store.load_many`: config fields as columns)."""
+    (`flkit.results.Store.load_many`: config fields as columns). executor: a `concurrent.futures.Executor`
+    (process pool, Dask, ...) that runs the batches as independent jobs (`flkit.results.sweep_batched`)."""
     from flkit.results import sweep_batched
     store = store_for(s, root)
     configs = run_configs(s)
@@ -428,12 +390,10 @@ def sweep(s: Mapping, *, root=None, device="auto", compute_missing: bool = True,
     ckpt_dir = store.root.parent / "checkpoints"
     dev = resolve_device(device)
 
-    def fn_many(batch):
-        return run_batch(batch, dev, checkpoint_dir=ckpt_dir, deadline=deadline, progress=progress,
-                         vectorized=vectorized)
-
+    fn_many = functools.partial(run_batch, device=dev, checkpoint_dir=ckpt_dir, deadline=deadline,
+                                progress=progress, vectorized=vectorized)  # picklable, for executors
     return sweep_batched(configs, fn_many, store, batch_size=batch_size, progress=False,
-                         group_by=lambda c: batch_group(c), device=str(dev))
+                         group_by=batch_group, device=str(dev), executor=executor)
 
 
 def planned_steps(configs: Sequence[Mapping], rounds: int | None = None) -> np.ndarray:

@@ -50,7 +50,6 @@ problems are small): the notebooks' ``device`` parameter is accepted and not use
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
