@@ -1,8 +1,10 @@
 """Tests of flkit.sample: selection laws by Monte Carlo (tolerance: 5 binomial standard errors),
-exact checks of pow-d's choice and of Clustered Sampling's distributions, reproducibility per run."""
+exact checks of pow-d's choice, of Clustered Sampling's distributions and of DivFL's greedy facility
+location (against brute force and a reference greedy), reproducibility per run."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ class FakeProbe:
         self.table = torch.as_tensor(table, dtype=torch.float64)
         self.vectors = vectors
         self.masks = []
+        self.update_masks = []
         self.update_calls = 0
 
     def losses(self, mask):
@@ -30,6 +33,7 @@ class FakeProbe:
 
     def updates(self, mask):
         self.update_calls += 1
+        self.update_masks.append(mask.clone())
         pairs = mask.nonzero()
         return pairs, self.vectors[pairs[:, 0], pairs[:, 1]]
 
@@ -293,16 +297,289 @@ def test_clustered_warmup_is_md_sampling():
 
 
 # ----------------------------------------------------------------------------------------------
+# DivFL
+# ----------------------------------------------------------------------------------------------
+def ref_greedy(D, k):
+    """The greedy written out: k times, add the client not yet chosen with the smallest
+    sum_i min_{j in S} D[i, j] (math.fsum: correctly rounded, so a tie in exact arithmetic between the
+    same terms in another order stays a tie); a later client wins only when strictly smaller."""
+    chosen = []
+    for _ in range(min(k, D.shape[0])):
+        best, arg = np.inf, None
+        for j in range(D.shape[0]):
+            if j not in chosen:
+                v = math.fsum(min(D[i, s] for s in chosen + [j]) for i in range(D.shape[0]))
+                if arg is None or v < best:
+                    best, arg = v, j
+        chosen.append(arg)
+    return chosen
+
+
+def fl_loss(D, chosen):
+    """sum_i min_{j in S} D[i, j]."""
+    return D[:, list(chosen)].min(axis=1).sum()
+
+
+def _dist(u):
+    u = np.asarray(u, dtype=float)
+    return np.linalg.norm(u[:, None] - u[None], axis=-1)
+
+
+def _clusters():
+    """10 clients in 3 clusters of identical updates: cluster 0 = {1, 3, 6, 7}, 1 = {2, 5, 8}, 2 = {0, 4, 9}."""
+    labels = np.array([2, 0, 1, 0, 2, 1, 0, 0, 1, 2])
+    centers = torch.tensor([[0.0, 0.0, 0.0], [3.0, 0.0, 0.0], [0.0, 4.0, 1.0]], dtype=torch.float64)
+    return labels, centers[labels]
+
+
+def test_divfl_greedy_one_client_per_cluster_by_the_tie_rule():
+    labels, u = _clusters()
+    D = S.update_distances(u)
+    same = labels[:, None] == labels[None]
+    assert np.all(D[same] == 0) and np.all(D[~same] > 0) and np.array_equal(D, D.T)
+    # sum of distances: cluster 0 (4 clients) 3*3 + 3*sqrt(17) is the smallest, then cluster 2 saves
+    # 3*sqrt(17) > cluster 1's 3*3; within a cluster the columns tie exactly -> the lowest index
+    assert S.facility_location_greedy(D, 3).tolist() == [1, 0, 2]
+    assert fl_loss(D, [1, 0, 2]) == 0.0
+    assert S.facility_location_greedy(D, 2).tolist() == [1, 0]
+    best2 = min(fl_loss(D, c) for c in itertools.combinations(range(10), 2))
+    assert fl_loss(D, [1, 0]) == best2 == 9.0  # cluster 1's three clients at distance 3 from cluster 0
+    # through the sampler: client 1 unavailable -> cluster 0 is represented by client 3
+    avail = np.ones((2, 10), dtype=bool)
+    avail[1, 1] = False
+    probe = FakeProbe(torch.zeros(2, 10), torch.stack([u, u]))
+    s = S.DivFL(3)
+    c, _ = s.select(s.init(2, 10, torch.ones(2, 10, dtype=torch.float64), [0, 1]), 0, torch.from_numpy(avail), probe)
+    assert np.flatnonzero(c[0]).tolist() == [0, 1, 2] and np.flatnonzero(c[1]).tolist() == [0, 2, 3]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_divfl_greedy_equals_reference_and_is_within_1_minus_1_over_e_of_brute_force(seed):
+    g = rng(seed, "test")
+    strict = 0
+    for trial in range(12):
+        n, dim = int(g.integers(3, 9)), int(g.integers(1, 5))
+        k = int(g.integers(1, n + 1))
+        u = g.normal(size=(n, dim)) * g.exponential(size=(n, 1))
+        D = S.update_distances(torch.from_numpy(u))
+        assert np.allclose(D, _dist(u), rtol=0, atol=1e-12) and np.array_equal(D, D.T) and np.all(np.diag(D) == 0)
+        greedy = S.facility_location_greedy(D, k)
+        assert greedy.tolist() == ref_greedy(D, k)
+        C = D.max()  # G(S) = sum_i max_{j in S} (C - D[i, j]) = n C - L(S): monotone submodular, G(empty) = 0
+        opt = max(n * C - fl_loss(D, c) for c in itertools.combinations(range(n), k))
+        value = n * C - fl_loss(D, greedy)
+        assert (1 - 1 / np.e) * opt - 1e-12 <= value <= opt + 1e-12
+        strict += value < opt - 1e-12
+    if seed == 0:
+        assert strict > 0, "the brute force finds a better set than the greedy at least once"
+
+
+def test_divfl_stochastic_greedy_draws_candidates_from_the_generator():
+    g = rng(5, "test")
+    n, k = 12, 3
+    D = S.update_distances(torch.from_numpy(g.normal(size=(n, 4))))
+    got = S.facility_location_greedy(D, k, rng(1, "selection"), subsample=0.25)  # m = max(3, int(3.0)) = 3
+    g2, left, want = rng(1, "selection"), list(range(n)), []
+    for _ in range(k):
+        cand = np.sort(g2.choice(np.array(left), size=3, replace=False))
+        j = int(cand[int(np.argmin([fl_loss(D, want + [j]) for j in cand]))])
+        want.append(j)
+        left.remove(j)
+    assert got.tolist() == want
+    full = S.facility_location_greedy(D, k).tolist()
+    assert S.facility_location_greedy(D, k, rng(1, "selection"), subsample=1.0).tolist() == full
+    assert any(S.facility_location_greedy(D, k, rng(s, "selection"), subsample=0.25).tolist() != full
+               for s in range(5))
+
+
+def test_divfl_ideal_asks_the_available_updates_once_per_round():
+    R, N, dim, k, T = 3, 8, 4, 3, 6
+    g = rng(2, "test")
+    vectors = torch.from_numpy(g.normal(size=(R, N, dim)))
+    probe = FakeProbe(torch.zeros(R, N), vectors)
+    s = S.DivFL(k)
+    state = s.init(R, N, torch.ones(R, N, dtype=torch.float64), [0, 1, 2])
+    for t in range(T):
+        avail = g.random((R, N)) < 0.6
+        avail[:, t % 4: t % 4 + k + 1] = True  # every run has a choice to make
+        c, state = s.select(state, t, torch.from_numpy(avail), probe)
+        assert probe.update_calls == t + 1 and torch.equal(probe.update_masks[-1], torch.from_numpy(avail))
+        for r in range(R):
+            idx = np.flatnonzero(avail[r])
+            want = idx[ref_greedy(_dist(vectors[r, idx].numpy()), k)]
+            assert np.flatnonzero(c[r].numpy()).tolist() == sorted(want.tolist())
+    assert not probe.masks
+
+
+def test_divfl_takes_all_when_few_available_and_asks_only_runs_with_a_choice():
+    avail = np.array([[True, False, True, False, False, False, False], AVAIL])  # 2 and 5 available
+    vectors = torch.from_numpy(rng(3, "test").normal(size=(2, 7, 3)))
+    probe = FakeProbe(torch.zeros(2, 7), vectors)
+    c = _run(S.DivFL(2), np.tile(SIZES, (2, 1)), avail, 3, probe=probe)
+    assert np.array_equal(c[:, 0], np.broadcast_to(avail[0].astype(np.int64), (3, 7)))
+    assert np.all(c[:, 1].sum(-1) == 2) and not (c[:, 1] & ~AVAIL).any()
+    assert probe.update_calls == 3 and all(not m[0].any() and np.array_equal(m[1].numpy(), AVAIL)
+                                           for m in probe.update_masks)
+    probe = FakeProbe(torch.zeros(1, 7), vectors[:1])
+    c = _run(S.DivFL(2), SIZES[None], avail[:1], 3, probe=probe)  # |A| = k: take all, ask nothing
+    assert np.array_equal(c[:, 0], np.broadcast_to(avail[0].astype(np.int64), (3, 7))) and probe.update_calls == 0
+
+
+@pytest.mark.parametrize("proxy", ["ideal", "stale"])
+def test_divfl_never_selects_an_unavailable_client(proxy):
+    R, N, k, T = 4, 9, 3, 25
+    g = rng(4, "test")
+    vectors = torch.from_numpy(g.normal(size=(T, R, N, 5)))
+    s = S.DivFL(k, proxy=proxy)
+    state = s.init(R, N, torch.ones(R, N, dtype=torch.float64), [0, 1, 2, 3])
+    for t in range(T):
+        avail = g.random((R, N)) < g.uniform(0.1, 0.9)
+        probe = FakeProbe(torch.zeros(R, N), vectors[t])
+        c, state = s.select(state, t, torch.from_numpy(avail), probe)
+        c = c.numpy()
+        assert set(np.unique(c)) <= {0, 1} and not c[~avail].any()
+        assert np.array_equal(c.sum(1), np.minimum(k, avail.sum(1)))
+        assert probe.update_calls == int(proxy == "ideal" and bool((avail.sum(1) > k).any()))
+        pairs = torch.from_numpy(c).nonzero()
+        state = s.observe(state, t, pairs, vectors[t, pairs[:, 0], pairs[:, 1]])
+    assert (state.updates is None) == (proxy == "ideal")
+
+
+def test_divfl_stale_uses_the_last_observed_updates_and_zeros_for_the_unseen():
+    N, k = 6, 2
+    s = S.DivFL(k, proxy="stale")
+    state = s.init(1, N, torch.ones(1, N, dtype=torch.float64), [0])
+    probe = FakeProbe(torch.zeros(1, N))  # no vectors: an updates call would fail
+    everyone = torch.ones(1, N, dtype=torch.bool)
+    c, state = s.select(state, 0, everyone, probe)
+    assert np.flatnonzero(c[0]).tolist() == [0, 1], "nothing observed: all at distance 0, the lowest indices"
+    pairs = torch.tensor([[0, 0], [0, 3], [0, 0], [0, 4]])
+    delta = torch.tensor([[9.0, 9.0], [5.0, 0.0], [-6.0, 0.0], [5.0, 0.1]], dtype=torch.float64)
+    state = s.observe(state, 0, pairs, delta)  # client 0 twice: the last one is kept
+    table = torch.zeros(N, 2, dtype=torch.float64)
+    table[0], table[3], table[4] = delta[2], delta[1], delta[3]
+    assert torch.equal(state.updates[0], table)
+    c, state = s.select(state, 1, everyone, probe)
+    # the zero clients 1, 2, 5 cover the most; then 3 and 4 tie (L = 6.1) -> 3
+    assert np.flatnonzero(c[0]).tolist() == sorted(ref_greedy(_dist(table.numpy()), k)) == [1, 3]
+    assert probe.update_calls == 0
+
+
+def _fl_task():
+    """tests/test_fl.py's small task: 6 clients, a linear softmax model, 3 local steps."""
+    from flkit.tasks import EngineTask
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(120, 5, generator=g, dtype=torch.float64)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).long() + (x[:, 2] > 1).long()
+    clients = np.array_split(torch.randperm(120, generator=g).numpy(), 6)
+    return EngineTask(model=torch.nn.Linear(5, 3).to(torch.float64), x=x, y=y, clients=clients, x_test=x[:40],
+                      y_test=y[:40], batch_size=4, steps=3, local_lr=0.2)
+
+
+class _Spy:
+    """Wraps a sampler for fl.run and records, per round, the availability, the counts, the probe's
+    answers and the updates observed."""
+
+    def __init__(self, inner):
+        self.inner, self.log = inner, []
+
+    def init(self, *args):
+        return self.inner.init(*args)
+
+    def select(self, state, t, available, probe):
+        asked = []
+
+        class Recorder:
+            def updates(self, mask):
+                out = probe.updates(mask)
+                asked.append((mask.clone(), *out))
+                return out
+
+        c, state = self.inner.select(state, t, available, Recorder())
+        self.log.append(dict(t=t, available=available.clone(), counts=c.clone(), asked=asked))
+        return c, state
+
+    def observe(self, state, t, pairs, delta):
+        self.log[-1].update(pairs=pairs.clone(), delta=delta.clone())
+        return self.inner.observe(state, t, pairs, delta)
+
+
+@pytest.mark.parametrize("sampler", [S.DivFL(2), S.DivFL(2, proxy="stale", subsample=0.5)],
+                         ids=["ideal", "stale"])
+def test_divfl_end_to_end_through_fl_run(sampler):
+    from flkit import aggregate, fl, participation
+    T, k, seeds = 5, 2, [3, 11]
+    p = np.array([0.9, 0.2, 0.5, 0.7, 0.3, 0.6])
+    spy = _Spy(sampler)
+    res = fl.run(_fl_task(), {"divfl": fl.Algorithm(aggregate.FedAvg(), sampler=spy)}, seeds=seeds, rounds=T,
+                 availability=lambda s: participation.bernoulli(p, T, s))
+    masks = np.stack([participation.bernoulli(p, T, s) for s in seeds], 1)  # (T, R, N)
+    assert np.array_equal(res.evals["divfl"], np.minimum(k, masks.sum(-1)).sum(0))
+    assert np.isfinite(res.values["divfl"]["test_loss"]).all() and len(spy.log) == T
+    checked = 0
+    for t, rec in enumerate(spy.log):
+        avail, c = masks[t], rec["counts"].numpy()
+        assert np.array_equal(rec["available"].numpy(), avail) and not c[~avail].any()
+        assert np.array_equal(c.sum(1), np.minimum(k, avail.sum(1))) and set(np.unique(c)) <= {0, 1}
+        if sampler.proxy == "stale":
+            assert not rec["asked"]
+            continue
+        choice = avail.sum(1) > k
+        assert len(rec["asked"]) == int(choice.any())
+        if not choice.any():
+            continue
+        checked += 1
+        mask, pairs, delta = rec["asked"][0]
+        assert np.array_equal(mask.numpy(), avail & choice[:, None])
+        for r in np.flatnonzero(choice):
+            rows = (pairs[:, 0] == r).nonzero().squeeze(1)
+            clients = pairs[rows, 1].numpy()
+            want = clients[ref_greedy(_dist(delta[rows].numpy()), k)]
+            assert np.flatnonzero(c[r]).tolist() == sorted(want.tolist())
+            # the chosen clients then send exactly the probed updates
+            for i in want:
+                sent = rec["delta"][((rec["pairs"][:, 0] == r) & (rec["pairs"][:, 1] == int(i))).nonzero()[0, 0]]
+                assert torch.equal(sent, delta[rows[clients.tolist().index(i)]])
+    assert sampler.proxy == "stale" or checked >= 2, "some rounds must leave a choice to make"
+
+
+def test_divfl_argument_errors():
+    ones = torch.ones(2, 5, dtype=torch.float64)
+    with pytest.raises(ValueError, match="k must be an int >= 1, got 0"):
+        S.DivFL(0)
+    with pytest.raises(ValueError, match="proxy must be 'ideal' .* or 'stale' .*, got 'last'"):
+        S.DivFL(2, proxy="last")
+    for bad in (0, 0.0, 1.5, True, "0.1"):
+        with pytest.raises(ValueError, match="subsample must be None .* or a number in \\(0, 1\\]"):
+            S.DivFL(2, subsample=bad)
+    with pytest.raises(ValueError, match="k = 6 exceeds num_clients = 5"):
+        S.DivFL(6).init(2, 5, ones, [0, 1])
+    s = S.DivFL(2)
+    state = s.init(2, 5, ones, [0, 1])
+
+    class Short:  # forgets the last asked pair
+        def updates(self, mask):
+            pairs = mask.nonzero()[:-1]
+            return pairs, torch.zeros(len(pairs), 3, dtype=torch.float64)
+
+    with pytest.raises(ValueError, match="probe.updates returned 9 updates for 10 asked"):
+        s.select(state, 0, torch.ones(2, 5, dtype=torch.bool), Short())
+    st = S.DivFL(2, proxy="stale")
+    with pytest.raises(ValueError, match="pairs must hold \\(run < 2, client < 5\\)"):
+        st.observe(st.init(2, 5, ones, [0, 1]), 0, torch.tensor([[0, 5]]), torch.zeros(1, 3))
+
+
+# ----------------------------------------------------------------------------------------------
 # reproducibility: same seeds -> same choices; a run's choices do not depend on the runs beside it
 # ----------------------------------------------------------------------------------------------
 SAMPLERS = [S.UniformK(2), S.ProportionalK(3), S.ProportionalK(2, replace=False), S.PowD(2, 4),
-            S.ClusteredSampling(3)]
+            S.ClusteredSampling(3), S.DivFL(3, subsample=0.5), S.DivFL(3, proxy="stale", subsample=0.5)]
 
 
 def _history(sampler, seeds, avail, table, vectors, T=8):
     R, N = avail.shape[1:]
     sizes = torch.from_numpy(np.tile(SIZES, (R, 1)))
-    probe = FakeProbe(table)
+    probe = FakeProbe(table, vectors[0])
     state = sampler.init(R, N, sizes, seeds)
     out = []
     for t in range(T):
@@ -313,7 +590,7 @@ def _history(sampler, seeds, avail, table, vectors, T=8):
     return np.stack(out)
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS, ids=lambda s: type(s).__name__)
+@pytest.mark.parametrize("sampler", SAMPLERS, ids=lambda s: type(s).__name__ + getattr(s, "proxy", ""))
 def test_reproducible_and_independent_of_other_runs(sampler):
     g = rng(7, "test")
     T, R, N = 8, 4, 7
