@@ -16,7 +16,7 @@ per round for all methods, seeds and hyper-parameters at once. Per round t:
 
 A **task** supplies the model and the clients' local training on a flat parameter vector per run
 (``dim`` floats): ``num_clients``, ``dim``, ``dtype``, ``client_updates(w (R, d), active (R, N), t, runs)
--> (pairs (P, 2), delta (P, d))``, ``metrics(w) -> {name: (R,)}``; optionally ``sizes`` ((N,) sample
+-> (pairs (P, 2), delta (P, d)[, local models (P, d)])``, ``metrics(w) -> {name: (R,)}``; optionally ``sizes`` ((N,) sample
 counts) and ``client_losses(w, pairs, runs) -> (P,)`` (for samplers that probe losses). Randomness of local
 training must be keyed by (seed, round, client) only (``runs.seeds``), so a run's numbers do not depend on
 which other runs share its batch, and a resumed run repeats the same numbers.
@@ -196,7 +196,7 @@ class _Probe:
         self.calls["updates"] += 1
         full = torch.zeros(len(self.runs.seeds), mask.shape[1], dtype=torch.bool)
         full[self.rows] = mask
-        pairs, delta = self.task.client_updates(self.w, full, self.t, self.runs)
+        pairs, delta = self.task.client_updates(self.w, full, self.t, self.runs)[:2]
         local = torch.full((len(self.runs.seeds),), -1, dtype=torch.long)
         local[self.rows] = torch.arange(len(self.rows))
         return torch.stack([local[pairs[:, 0]], pairs[:, 1]], 1), delta
