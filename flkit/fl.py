@@ -347,7 +347,7 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
                           None if local_models is None else local_models[sel])
             G, agg[a] = alg.aggregator.apply(agg[a], upd)
             if getattr(alg.aggregator, "returns_model", False):  # the rule gives the new model itself (Relay)
-                got = upd.mask.any(1)
+                got = upd.mask.any(1).cpu()
                 w[rows[got]] = G[got.to(G.device)]
             else:
                 w[rows] = w[rows] - alg.lr * G
