@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from flkit import cvar, engine, models  # noqa: E402
+from flkit import engine, models  # noqa: E402
+from flkit.papers import cvar  # noqa: E402
 from flkit.seeding import torch_gen  # noqa: E402
 
 LR = cvar.learning_rates(1e-2, 5e-4)  # Table 1's eta_theta, eta_t
@@ -61,7 +62,7 @@ def main() -> None:
             setup = VARIANTS.get(name) or _tuned(name)
             torch.backends.cudnn.benchmark = name != "baseline"
             try:
-                fast = engine.FastSGD(net, P0, x, y, a.batch, lr=LR, objective=cvar.objective, cuda_graph=False,
+                fast = engine.FastSGD(net, P0, x, y, a.batch, lr=LR, objective=cvar.cvar_objective, cuda_graph=False,
                                       backend="fused" if name.startswith("fused") else "grouped")
                 restore = setup(fast)
                 start = {k: v.clone() for k, v in fast.P.items()}
@@ -86,7 +87,7 @@ def main() -> None:
         if a.profile:
             from torch.profiler import ProfilerActivity, profile
             torch.backends.cudnn.benchmark = False
-            fast = engine.FastSGD(net, P0, x, y, a.batch, lr=LR, objective=cvar.objective, cuda_graph=False,
+            fast = engine.FastSGD(net, P0, x, y, a.batch, lr=LR, objective=cvar.cvar_objective, cuda_graph=False,
                                   backend=a.profile)
             fast.idx.copy_(idx)
             fast._step()

@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from flkit import cvar, engine, models  # noqa: E402
+from flkit import engine, models  # noqa: E402
+from flkit.papers import cvar  # noqa: E402
 from flkit.seeding import resolve_device, torch_gen  # noqa: E402
 
 
@@ -49,7 +50,7 @@ def main() -> None:
     state = cvar.init(engine.stack(net, M, torch_gen(0, "init", dev)), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
     users = cvar.Users(torch.stack([torch.randperm(400, device=dev, generator=g)[:100] for _ in range(M)])[:, None],
                        torch.tensor([[100], [70], [33], [9]], device=dev))
-    fast = engine.FastSGD(net, state.params, x, y, 32, lr=cvar.learning_rates(0.05, 0.01), objective=cvar.objective)
+    fast = engine.FastSGD(net, state.params, x, y, 32, lr=cvar.learning_rates(0.05, 0.01), objective=cvar.cvar_objective)
     sel = torch.zeros(M, dtype=torch.long, device=dev)
     for n in range(3):
         gens = lambda: [torch_gen(m, f"batch/{n}", dev) for m in range(M)]  # noqa: E731
@@ -96,7 +97,7 @@ def fused_rows(dev, g) -> list:
     P0 = cvar.init(engine.stack(net, 8, torch_gen(0, "init", dev)), 0.3, 0.1).params
     out = {}
     for backend in ("grouped", "fused"):
-        fast = engine.FastSGD(net, P0, x, y, 128, lr=cvar.learning_rates(1e-2, 5e-4), objective=cvar.objective,
+        fast = engine.FastSGD(net, P0, x, y, 128, lr=cvar.learning_rates(1e-2, 5e-4), objective=cvar.cvar_objective,
                               backend=backend)
         fast.precision = "ieee"
         gb = torch.Generator(device=dev).manual_seed(1)

@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from flkit import cvar  # noqa: E402
+from flkit.papers import cvar  # noqa: E402
 from flkit.results import Store  # noqa: E402
 from flkit.seeding import resolve_device  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Bit-for-bit guard for refactors of Fed-CVaR-Avg's local steps and batching.
 
-Runs `flkit.cvar.run_batch` on the smoke configs of the three experiments of document 003 on the CPU
+Runs `flkit.papers.cvar.run_batch` on the smoke configs of the three experiments of document 003 on the CPU
 (one vectorized batch per `batch_group`; both the fast path, ``fast=True``, and `cvar.run_round`'s,
 ``fast=False``) with this checkout's flkit, and either saves the tables (``--save PATH``) or compares
 them with saved ones (``--check PATH``) with ``pd.testing.assert_frame_equal(check_exact=True)``
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's flkit, not an installed one
-from flkit import cvar  # noqa: E402
+from flkit.papers import cvar  # noqa: E402
 
 
 def tables() -> dict:

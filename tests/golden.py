@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -74,7 +73,7 @@ def _mifa_logistic() -> pd.DataFrame:
 
 
 def _cvar(experiment: str, **overrides) -> pd.DataFrame:
-    from flkit import cvar
+    from flkit.papers import cvar
     s = cvar.settings(experiment, "smoke", **overrides)
     configs = cvar.run_configs(s)
     groups: dict[str, list] = {}

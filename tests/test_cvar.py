@@ -12,7 +12,8 @@ import pytest
 import torch
 from scipy import stats
 
-from flkit import cvar, engine, models, partition
+from flkit import engine, models, partition
+from flkit.papers import cvar
 from flkit.participation import random_access_indices
 from flkit.seeding import rng, torch_gen
 
@@ -60,7 +61,7 @@ def test_theta_gradient_is_weighted_loss_gradient():
         p = {"t": t, "alpha": torch.tensor(alpha), "gamma": torch.tensor(gamma)}
         for G in (lambda: cvar.cvar_loss(engine.cross_entropy(net(x), y), t, alpha, gamma),
                   lambda: _literal_G(engine.cross_entropy(net(x), y), t, alpha, gamma),
-                  lambda: cvar.objective(net(x), y, p)):
+                  lambda: cvar.cvar_objective(net(x), y, p)):
             g_G = torch.autograd.grad(G(), list(net.parameters()) + [t])
             for a, b in zip(g_G[:-1], g_f):
                 torch.testing.assert_close(a, c * b)
@@ -222,7 +223,7 @@ def test_fast_path_equals_the_engine(name):
     state = cvar.init(engine.stack(model, M, torch_gen(0, "init")), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
     users = cvar.Users(torch.stack([torch.randperm(N, generator=g)[:100] for _ in range(M)])[:, None],
                        torch.tensor([[100], [70], [33], [9]]))
-    fast = engine.FastSGD(model, state.params, x, y, B, lr=cvar.learning_rates(0.05, 0.01), objective=cvar.objective)
+    fast = engine.FastSGD(model, state.params, x, y, B, lr=cvar.learning_rates(0.05, 0.01), objective=cvar.cvar_objective)
     assert fast.trained == [k for k, _ in model.named_parameters()] + ["t"]  # alpha, gamma: constants
     for n in range(2):
         gens = lambda: [torch_gen(m, f"batch/{n}") for m in range(M)]  # noqa: E731

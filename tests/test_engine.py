@@ -337,7 +337,7 @@ def test_epoch_batches_are_permutations_of_each_clients_data(last):
 
 
 def _make_batches_c0fd793(pool, n, epochs, batch_size, generators):
-    """flkit.cvar.make_batches as of commit c0fd793 (before its move into epoch_batches), verbatim but
+    """flkit.papers.cvar.make_batches as of commit c0fd793 (before its move into epoch_batches), verbatim but
     for names: the layout that epoch_batches(..., generators=...) must reproduce bit for bit."""
     M, W = pool.shape
     dev, B, H = pool.device, int(batch_size), int(epochs)

@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from flkit import cvar, engine, models
+from flkit import engine, models
+from flkit.papers import cvar
 from flkit.seeding import torch_gen
 
 fused = pytest.importorskip("flkit.fused")
@@ -83,7 +84,7 @@ def test_fast_sgd_fused_equals_grouped():
     batches[1, 2, 4:] = -1
     out = {}
     for backend in ("grouped", "fused"):
-        fast = engine.FastSGD(net, P0, x, y, 6, lr=cvar.learning_rates(0.1, 0.05), objective=cvar.objective,
+        fast = engine.FastSGD(net, P0, x, y, 6, lr=cvar.learning_rates(0.1, 0.05), objective=cvar.cvar_objective,
                               backend=backend)
         fast.precision = "ieee"
         assert fast.backend == backend
@@ -98,7 +99,7 @@ def test_auto_backend_never_picks_the_interpreter():
     net = models.build("cvar_lenet")
     P = cvar.init(engine.stack(net, 1, torch_gen(0, "init")), 0.3, 0.1).params
     x, y = torch.zeros(4, 1, 28, 28), torch.zeros(4, dtype=torch.long)
-    fast = engine.FastSGD(net, P, x, y, 2, lr=cvar.learning_rates(0.1, 0.1), objective=cvar.objective)
+    fast = engine.FastSGD(net, P, x, y, 2, lr=cvar.learning_rates(0.1, 0.1), objective=cvar.cvar_objective)
     assert fast.backend == "grouped"
     with pytest.raises(ValueError, match="backend must be"):
         engine.FastSGD(net, P, x, y, 2, lr=cvar.learning_rates(0.1, 0.1), backend="cudnn")

@@ -3,7 +3,6 @@ unless golden.TOLERANCE declares (and explains) a tolerance."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import golden

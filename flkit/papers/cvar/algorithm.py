@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from flkit.cvar.objective import objective
+from flkit.objectives import cvar_objective
 
 @dataclass
 class State:
@@ -120,5 +120,5 @@ def run_round(state: State, model: torch.nn.Module, x: torch.Tensor, y: torch.Te
     pool, n = users.relayed(selected)
     batches, steps = epoch_batches(pool, batch_size, epochs, generators=generators, sizes=n, last="pad")
     params, _ = local_train(model, state.params, x, y, batches, lr=learning_rates(lr_theta, lr_t),
-                            objective=objective, steps=steps, vectorized=vectorized)
+                            objective=cvar_objective, steps=steps, vectorized=vectorized)
     return State(params, state.round + 1), {"user": selected, "t": params["t"], "steps": steps}

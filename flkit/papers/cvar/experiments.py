@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit.cvar.algorithm import EXTRAS
-from flkit.cvar.objective import objective
-from flkit.cvar.ram import rho_for, rho_table1
+from flkit.papers.cvar.algorithm import EXTRAS
+from flkit.objectives import cvar_objective
+from flkit.papers.cvar.ram import rho_for, rho_table1
 from flkit.seeding import resolve_device, rng
 
 FIG2_PANELS = {
@@ -217,7 +217,7 @@ def _task(configs: Sequence[Mapping], data: dict, model: torch.nn.Module, fast: 
     return EngineTask(model=model, x=data["x_train"], y=data["y_train"],
                       clients={str(m): list(p.indices) for m, p in enumerate(data["partitions"])}, split_by="name",
                       x_test=data["x_test"], y_test=data["y_test"], batch_size=c0["batch_size"], epochs=c0["epochs"],
-                      local_lr=c0["lr_theta"], objective=objective, backend="fast" if fast else "engine",
+                      local_lr=c0["lr_theta"], objective=cvar_objective, backend="fast" if fast else "engine",
                       vectorized=vectorized, extras=EXTRAS, extras_lr={"t": c0["lr_t"]}, stream="batch/{t}",
                       per_class=data["num_classes"], eval_batch_size=2048, log=log)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit.cvar.experiments import blobs_split, build_model, method_of, params_from_table
+from flkit.papers.cvar.experiments import blobs_split, build_model, method_of, params_from_table
 
 # Table 1 of the document (FashionMNIST), copied from the seed text: for each gamma, then each alpha in
 # (1.0, 0.3, 0.2, 0.1): (overall, pattern 1, pattern 2) as (mean, +-). tests/test_cvar.py re-reads the

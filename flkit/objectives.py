@@ -1,5 +1,8 @@
-"""The objective (6) of document 003, its (sub)gradients, and the minibatch surrogate that the local
-steps minimize.
+"""Local objectives beyond the engine's default cross-entropy, for `flkit.engine.local_train` and
+`flkit.engine.FastSGD` (``objective=``).
+
+Fed-CVaR-Avg (document 003): the objective (6), its (sub)gradients, and the minibatch surrogate that the
+local steps minimize (`cvar_objective`).
 
     G_i(theta, t) = (1 - gamma) [ t + (1/alpha) [f_i(theta) - t]_+ ] + gamma f_i(theta)
 
@@ -65,7 +68,7 @@ def surrogate(f: torch.Tensor, t: torch.Tensor, alpha: torch.Tensor, gamma: torc
     return c * f + g_t * t
 
 
-def objective(logits: torch.Tensor, y: torch.Tensor, p: Mapping[str, torch.Tensor]) -> torch.Tensor:
+def cvar_objective(logits: torch.Tensor, y: torch.Tensor, p: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """Minibatch surrogate of G_i: `surrogate` of f = F_b(theta), the batch-mean cross-entropy over the
     real samples (padding ignored), with the model's own t, alpha and gamma from `p`. Written with
     batched operations, so it serves both engine trainers: for one model (logits (B, C), p["t"] a

@@ -55,31 +55,31 @@ depend on which other runs share its batch, and a run resumed from a checkpoint 
 
 Modules
 -------
-objective     G, its (sub)gradients, the minibatch surrogate of the local steps
+flkit.objectives  G, its (sub)gradients, the minibatch surrogate of the local steps (cvar_objective)
 algorithm     State, init, Users, learning_rates, run_round (Algorithm 1 for M runs; local steps and
               minibatches are flkit.engine's: local_train / FastSGD, epoch_batches)
 ram           the RAM distributions of Fig. 2 and Table 1
 experiments   the document's settings and profiles, run configs, data and splits, run_batch, sweep
 report        the document's Table 1 beside ours, its claims checked, Figs. 2-4
 
-Everything below is also reachable as `flkit.cvar.<name>`.
+Everything below is also reachable as `flkit.papers.cvar.<name>`.
 """
 from __future__ import annotations
 
-from flkit.cvar.algorithm import EXTRAS, State, Users, init, learning_rates, run_round
-from flkit.cvar.experiments import (FIG2_PANELS, PAPER, PROFILES, Deadline, batch_group, blobs_split, build_model,
+from flkit.papers.cvar.algorithm import EXTRAS, State, Users, init, learning_rates, run_round
+from flkit.papers.cvar.experiments import (FIG2_PANELS, PAPER, PROFILES, Deadline, batch_group, blobs_split, build_model,
                                     method_of, params_from_table, planned_steps, prepare, run_batch, run_configs,
                                     settings, split_summary, store_for, sweep)
-from flkit.cvar.objective import IGNORE, G, cvar_loss, grad_G, objective, surrogate
-from flkit.cvar.ram import RHO_FIG2_K3, TABLE1_RARE_RHO, rho_fig2_k30, rho_for, rho_table1
-from flkit.cvar.report import (METHOD_COLORS, METHOD_LABELS, MNIST_CLAIMS, QUANTITIES, RARE_CLASSES, TABLE1_ALPHAS,
+from flkit.objectives import IGNORE, G, cvar_loss, cvar_objective, grad_G, surrogate
+from flkit.papers.cvar.ram import RHO_FIG2_K3, TABLE1_RARE_RHO, rho_fig2_k30, rho_for, rho_table1
+from flkit.papers.cvar.report import (METHOD_COLORS, METHOD_LABELS, MNIST_CLAIMS, QUANTITIES, RARE_CLASSES, TABLE1_ALPHAS,
                                TABLE1_GAMMAS, config_of, confirm_fig2, confirm_mnist, confirm_table1, curve_panel,
                                decision_regions, fig2, fig2_accuracy, final_accuracies, mnist_figure,
                                rare_classes_2d, table1_compare, table1_ours, table1_reference, table1_wide, titled)
 
 __all__ = [
     # the objective
-    "G", "grad_G", "cvar_loss", "surrogate", "objective", "IGNORE",
+    "G", "grad_G", "cvar_loss", "surrogate", "cvar_objective", "IGNORE",
     # Algorithm 1
     "State", "EXTRAS", "init", "run_round", "Users", "learning_rates",
     # RAM distributions
