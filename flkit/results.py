@@ -282,6 +282,12 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r})"
 
+    @property
+    def name(self) -> str:
+        """The folder for printing: relative to the repository when inside it (no local paths on pages)."""
+        root = self.root.resolve()
+        return str(root.relative_to(_REPO)) if root.is_relative_to(_REPO) else str(self.root)
+
     # ---- names
     key = staticmethod(config_key)
 

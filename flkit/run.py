@@ -99,6 +99,9 @@ def execute(source: Path, parameters: dict | None = None, out: Path | None = Non
         papermill.execute_notebook(str(source), tmp, parameters=parameters, kernel_name=kernel,
                                    cwd=str(source.parent), log_output=log_output, progress_bar=False)
         nb = nbformat.read(tmp, as_version=4)
+        pm = nb.metadata.get("papermill", {})      # no local paths in what the book publishes
+        pm["input_path"] = str(source.relative_to(REPO)) if source.is_relative_to(REPO) else source.name
+        pm["output_path"] = str(out.resolve().relative_to(REPO)) if out.resolve().is_relative_to(REPO) else out.name
         nb.metadata["flkit"] = {
             "source": str(source.relative_to(REPO)) if source.is_relative_to(REPO) else str(source),
             "parameters": {**known, **parameters},
