@@ -21,8 +21,8 @@ hmgxr128/MIFA_code@c1099d9 ``src/trainers/base.py::get_avail_clients``; arodio/C
 * :func:`k_among_available` - k clients uniformly among the available ones (doc 001's FedAvg).
 * :func:`replay` - validate a given mask or trace.
 
-Helpers: :func:`transition_probs`, :func:`stationary`, :func:`markov_lambda`,
-:func:`inclusion_probability`.
+Helpers: :func:`transition_probs`, :func:`transition_matrix`, :func:`second_eigenvalue`, :func:`stationary`,
+:func:`markov_lambda`, :func:`autocorrelation`, :func:`inclusion_probability`.
 """
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ __all__ = [
     "markov",
     "transition_probs",
     "markov_lambda",
+    "transition_matrix",
+    "second_eigenvalue",
+    "autocorrelation",
     "stationary",
     "cyclic",
     "random_access",
@@ -143,6 +146,55 @@ def markov_lambda(x, p) -> np.ndarray | float:
     a, b = transition_probs(np.atleast_1d(p), x=x)
     lam = 1.0 - a - b
     return float(lam[0]) if scalar else lam
+
+
+def transition_matrix(p, *, x=None, lam=None) -> np.ndarray:
+    """The two-state transition matrix of each client's chain, states ordered (inactive, active):
+    P[n, i, j] = P(state j next | state i now), shape (N, 2, 2) (or (2, 2) for a scalar p). Same
+    parametrizations as :func:`transition_probs`; with a = P(i->a), b = P(a->i),
+    P = [[1 - a, a], [b, 1 - b]], whose eigenvalues are 1 and 1 - a - b (= lam)."""
+    scalar = np.ndim(p) == 0
+    a, b = transition_probs(np.atleast_1d(p), x=x, lam=lam)
+    P = np.stack([np.stack([1 - a, a], -1), np.stack([b, 1 - b], -1)], -2)
+    return P[0] if scalar else P
+
+
+def second_eigenvalue(P) -> np.ndarray | float:
+    """lambda_2 of a transition matrix (or a stack (..., n, n)): the eigenvalue of second-largest modulus,
+    |lambda_1| >= |lambda_2| >= ... (lambda_1 = 1 for a stochastic matrix). Returned real when its
+    imaginary part is below 1e-12 (always for two states), complex otherwise."""
+    M = np.asarray(P, dtype=float)
+    if M.ndim < 2 or M.shape[-1] != M.shape[-2] or M.shape[-1] < 2:
+        raise ValueError(f"P must be a square matrix (or a stack of them) with at least 2 states, got shape {M.shape}")
+    ev = np.linalg.eigvals(M)
+    order = np.argsort(-np.abs(ev), axis=-1, kind="stable")
+    lam2 = np.take_along_axis(ev, order[..., 1:2], -1)[..., 0]
+    if np.all(np.abs(lam2.imag) < 1e-12):
+        lam2 = lam2.real
+    return lam2.item() if lam2.ndim == 0 else lam2
+
+
+def autocorrelation(mask, lag: int, mean=None) -> np.ndarray:
+    """Lag-s autocorrelation of each client's availability indicator X_t (one value per column).
+
+    ``mean=None``: the sample estimate sum_t (X_t - m)(X_{t+s} - m) / sum_t (X_t - m)^2 with m the column
+    mean (biased by O(1/T)). ``mean=pi`` (known stationary probabilities): mean_t (X_t - pi)(X_{t+s} - pi)
+    / (pi (1 - pi)), unbiased for a chain started in its stationary law. A column that never changes has
+    no sample autocorrelation (NaN)."""
+    m = replay(mask).astype(float)
+    s = _int(lag, "lag", low=0)
+    T = m.shape[0]
+    if s >= T:
+        raise ValueError(f"lag={s} needs a mask with more than {s} rounds, got {T}")
+    if mean is None:
+        c = m - m.mean(0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (c[: T - s] * c[s:]).sum(0) / (c * c).sum(0)
+    pi = _per_client(mean, m.shape[1], "mean")
+    if ((pi <= 0) | (pi >= 1)).any():
+        raise ValueError(f"mean (the stationary probabilities) must lie in (0, 1), got {pi}")
+    c = m - pi
+    return (c[: T - s] * c[s:]).mean(0) / (pi * (1 - pi))
 
 
 def stationary(p_to_active, p_to_inactive):
