@@ -25,6 +25,9 @@ rule                          :math:`G_t`
 :class:`UMIFA`                U-MIFA, ``form="literal"`` or ``"saga"`` (document 002)
 :class:`FedVarp`              the SAGA rule with :math:`p_n = |S_t|/N`
 :class:`Momentum`             :math:`v_t = \beta v_{t-1} + G_t` around any rule (MIFAm, U-MIFAm)
+:class:`InverseAvailability`  :math:`\sum_{n\in S_t} a_n\Delta^n`, :math:`a_n = q_n/\pi_n` (CA-Fed, Unbiased,
+                              F3AST; ``normalize=True``: divided by :math:`\sum_{S_t} a_n`, AdaFed)
+:class:`ServerSGD`            torch's SGD (momentum, weight decay) on :math:`G_t`, no step in an empty round
 ============================  =========================================================================
 """
 from __future__ import annotations
@@ -32,10 +35,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["Updates", "FedAvg", "AverageAll", "KnownP", "FedAU", "MIFA", "UMIFA", "FedVarp", "Momentum", "Relay"]
+__all__ = ["Updates", "FedAvg", "AverageAll", "KnownP", "FedAU", "MIFA", "UMIFA", "FedVarp", "Momentum", "Relay",
+           "InverseAvailability", "ServerSGD"]
 
 _DENSE_LIMIT = 1 << 24  # elements of an (R, N, d) buffer up to which sums over clients are taken densely
 
@@ -313,6 +318,125 @@ class Momentum:
         G, inner = self.inner.apply(state.inner, upd)
         v = self.beta * state.v + G
         return v, MomentumState(inner, v)
+
+
+@dataclass
+class WeightState:
+    """Per run and client: ``weight`` (R, N) the sum over rounds of the weight each client received (its
+    draw count times a_n, after normalisation), ``rounds`` (R, N) the rounds in which it received one."""
+    weight: Tensor
+    rounds: Tensor
+
+
+@dataclass(frozen=True)
+class InverseAvailability:
+    r"""Weights inversely proportional to availability (CA-Fed and its baselines, arodio/CA-Fed@e673587
+    ``clients_sampler.py``; ``aggregator.py``, ``CentralizedAggregator.mix``):
+
+    .. math:: G_t = \sum_{n\in S_t} c_n\,a_n\,\Delta^n, \qquad a_n = \frac{q_n}{\hat\pi_n},\quad
+       q_n = \frac{n_n}{\sum_{j=1}^N n_j},\quad \hat\pi_n = (1-s)\,\pi_n + s,
+
+    with :math:`\pi_n` the availability the server knows (``p`` of ``flkit.fl.run``), :math:`n_n` the
+    clients' sample counts (all N clients: the target weights q of ``objective_type weighted``), c_n the
+    draw counts, s = ``ema``. The lecture notes' choice :math:`q_i = \alpha_i/\bar\pi_i`, which makes the
+    expected aggregate the target one.
+
+    * ``normalize=False``, ``ema=0``: **Unbiased** (``UnbiasedClientsSampler``; all available clients) and
+      **CA-Fed** (``MarkovianClientsSampler``; the clients it kept, whose a_k it leaves at q_k/pi_k).
+    * ``normalize=True``: **AdaFed** with full participation (``AdaFedClientsSampler``): the weights of the
+      round divided by their sum, :math:`G_t = \sum_{S_t} a_n\Delta^n / \sum_{S_t} a_n`; G = 0 when nothing
+      arrived.
+    * ``ema=s``: **F3AST** (``F3AST``): its estimate :math:`(1-s)\pi_n + s\,1[n\in A_t]` for a selected,
+      hence available, client (``flkit.sample.F3AST``; the authors' code uses s = 1/T).
+
+    The state keeps, for diagnostics, the weight each client received so far (:class:`WeightState`)."""
+    normalize: bool = False
+    ema: float = 0.0
+
+    def __post_init__(self):
+        if not isinstance(self.normalize, bool):
+            raise ValueError(f"normalize must be True or False, got {self.normalize!r}")
+        if isinstance(self.ema, bool) or not isinstance(self.ema, (int, float)) or not 0 <= self.ema < 1:
+            raise ValueError(f"ema must be a number in [0, 1), got {self.ema!r}")
+
+    def init(self, R, N, d, dtype, device):
+        z = torch.zeros(R, N, dtype=torch.float64, device=device)
+        return WeightState(z.clone(), z.clone())
+
+    def weights(self, upd: Updates) -> Tensor:
+        """(P, 1): c_n a_n of each arrived pair (normalised per run when ``normalize``)."""
+        if upd.sizes is None:
+            raise ValueError("InverseAvailability needs the clients' sample counts (a task with `sizes`)")
+        pi = upd.need_p("InverseAvailability").to(torch.float64)
+        sizes = upd.sizes.to(device=pi.device, dtype=torch.float64)
+        a = (sizes / sizes.sum(1, keepdim=True)) / ((1 - self.ema) * pi + self.ema)
+        a = a.to(upd.delta.device)[upd.pairs[:, 0], upd.pairs[:, 1]]
+        w = (a * upd.counts.to(a.dtype)).unsqueeze(-1)
+        if self.normalize and len(w):
+            total = w.new_zeros(upd.R).index_add_(0, upd.pairs[:, 0], w[:, 0])
+            w = w / total[upd.pairs[:, 0]].unsqueeze(-1)
+        return w
+
+    def apply(self, state: WeightState, upd: Updates):
+        w = self.weights(upd)
+        G = upd.sum_clients(w.to(upd.delta.dtype) * upd.delta)
+        weight, rounds = state.weight.clone(), state.rounds.clone()
+        if len(w):
+            r, n = upd.pairs[:, 0].to(weight.device), upd.pairs[:, 1].to(weight.device)
+            weight.index_put_((r, n), w[:, 0].to(weight.device), accumulate=True)
+            rounds.index_put_((r, n), torch.ones_like(w[:, 0]).to(weight.device), accumulate=True)
+        return G, WeightState(weight, rounds)
+
+
+@dataclass
+class ServerSGDState:
+    inner: object
+    v: Tensor          # (R, d) momentum buffer
+
+
+@dataclass(frozen=True)
+class ServerSGD:
+    r"""The server's ``torch.optim.SGD(momentum=mu, weight_decay=lambda)`` applied to any rule's direction
+    (the CA-Fed code's server optimiser: mu = 0.9, lambda = 1e-2, arodio/CA-Fed@e673587
+    ``utils/optim.py``, ``utils/constants.py``; ``aggregator.py``, ``CentralizedAggregator.mix``).
+
+    In a run where at least one update arrived: :math:`g_t = G_t + \lambda x_t`,
+    :math:`v_t = \mu v_{t-1} + g_t` (:math:`v_{-1} = 0`), and the output is :math:`v_t`, so that
+    ``flkit.fl`` steps :math:`x_{t+1} = x_t - \eta v_t`, torch's SGD step without dampening or Nesterov.
+    In a run where nothing arrived the output is 0 and the buffer is kept: the code skips the optimiser
+    step when no client was sampled. The global model :math:`x_t` is read from an arrived pair as
+    :math:`y + \Delta` (the task must return the local models y when ``weight_decay`` > 0).
+    Compare :class:`Momentum`, which steps with :math:`\beta v_{t-1}` even in an empty round."""
+    inner: object
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+
+    def __post_init__(self):
+        for name in ("momentum", "weight_decay"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 \
+                    or (name == "momentum" and v >= 1):
+                raise ValueError(f"{name} must be a finite number >= 0{' and < 1' if name == 'momentum' else ''}, "
+                                 f"got {v!r}")
+
+    def init(self, R, N, d, dtype, device):
+        return ServerSGDState(self.inner.init(R, N, d, dtype, device), torch.zeros(R, d, dtype=dtype, device=device))
+
+    def apply(self, state: ServerSGDState, upd: Updates):
+        G, inner = self.inner.apply(state.inner, upd)
+        arrived = upd.mask.any(1).to(G.device)
+        g = G
+        if self.weight_decay:
+            if upd.local is None:
+                raise ValueError("ServerSGD with weight_decay needs the clients' local models: the task must "
+                                 "return them")
+            runs = upd.pairs[:, 0].cpu().numpy()
+            first = torch.from_numpy(np.unique(runs, return_index=True)[1])  # one arrived pair per run
+            x = G.new_zeros(G.shape)
+            x[upd.pairs[first, 0].to(G.device)] = (upd.local[first] + upd.delta[first]).to(G.dtype)
+            g = G + self.weight_decay * x
+        v = torch.where(arrived.unsqueeze(-1), self.momentum * state.v + g, state.v)
+        return torch.where(arrived.unsqueeze(-1), v, torch.zeros_like(v)), ServerSGDState(inner, v)
 
 
 def memory_floats(rule, N: int, d: int) -> int:
