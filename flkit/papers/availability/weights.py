@@ -298,6 +298,22 @@ def _round_law(problem: QuadraticProblem, pi, q, normalize: bool):
     return probs, C @ A, C @ (A * b)           # H(A) (M, d) diagonal curvature, h(A) (M, d)
 
 
+def _moments(problem: QuadraticProblem, pi, q, normalize: bool, eta: float):
+    """The round law's pattern probabilities, H, E[H], the mean limit m, xi = H m - h, 1 - eta H and
+    E[(1 - eta H_a)(1 - eta H_b)], with the checks that the recursion needs."""
+    probs, H, h = _round_law(problem, pi, q, normalize)
+    EH = probs @ H
+    if np.any(EH <= 0):
+        raise ValueError("some coordinate gets no curvature in expectation: no client ever contributes")
+    m = (probs @ h) / EH
+    xi = H * m - h
+    one = 1 - eta * H
+    E2 = np.einsum("k,ka,kb->ab", probs, one, one)
+    if np.max(np.abs(E2)) >= 1:
+        raise ValueError(f"eta={eta} is not mean-square stable for this rule (max E[(1 - eta H)^2] >= 1)")
+    return probs, H, EH, m, xi, one, E2
+
+
 def expected_sq_distance(problem: QuadraticProblem, pi, q, *, normalize: bool, eta: float, rounds: int,
                          w0, refs) -> dict[str, np.ndarray]:
     r"""Exact :math:`\mathbb E\|w_k - r\|^2`, k = 0..rounds, for the iterates
@@ -311,16 +327,7 @@ def expected_sq_distance(problem: QuadraticProblem, pi, q, *, normalize: bool, e
     :math:`S_{k+1} = \mathbb E[(1-\eta H_a)(1-\eta H_b)]\,S_k - \eta(\mu_a K_{ab} + \mu_b K_{ba}) +
     \eta^2\mathbb E[\xi_a\xi_b]` with :math:`K_{ab} = \mathbb E[(1-\eta H_a)\xi_b]` (the pattern of round k is
     independent of :math:`w_k`). refs: {name: point (d,)}. Returns {name: (rounds + 1,)} and "m"."""
-    probs, H, h = _round_law(problem, pi, q, normalize)
-    EH = probs @ H
-    if np.any(EH <= 0):
-        raise ValueError("some coordinate gets no curvature in expectation: no client ever contributes")
-    m = (probs @ h) / EH
-    xi = H * m - h
-    one = 1 - eta * H
-    E2 = np.einsum("k,ka,kb->ab", probs, one, one)
-    if np.max(np.abs(E2)) >= 1:
-        raise ValueError(f"eta={eta} is not mean-square stable for this rule (max E[(1 - eta H)^2] >= 1)")
+    probs, H, EH, m, xi, one, E2 = _moments(problem, pi, q, normalize, eta)
     Exx = np.einsum("k,ka,kb->ab", probs, xi, xi)
     K = np.einsum("k,ka,kb->ab", probs, one, xi)
     mu = np.asarray(w0, dtype=float) - m
@@ -340,14 +347,7 @@ def expected_sq_distance(problem: QuadraticProblem, pi, q, *, normalize: bool, e
 def stationary_sq_distance(problem: QuadraticProblem, pi, q, *, normalize: bool, eta: float, ref) -> dict:
     r"""The stationary limit: bias2 :math:`= \|m - r\|^2`, variance :math:`= \mathrm{tr}\,\Sigma` with
     :math:`\Sigma_{ab} = \eta^2\mathbb E[\xi_a\xi_b] / (1 - \mathbb E[(1-\eta H_a)(1-\eta H_b)])`, and their sum."""
-    probs, H, h = _round_law(problem, pi, q, normalize)
-    EH = probs @ H
-    m = (probs @ h) / EH
-    xi = H * m - h
-    one = 1 - eta * H
-    E2 = np.einsum("k,ka,kb->ab", probs, one, one)
-    if np.max(np.abs(E2)) >= 1:
-        raise ValueError(f"eta={eta} is not mean-square stable for this rule (max E[(1 - eta H)^2] >= 1)")
+    probs, H, EH, m, xi, one, E2 = _moments(problem, pi, q, normalize, eta)
     Sigma = eta ** 2 * np.einsum("k,ka,kb->ab", probs, xi, xi) / (1 - E2)
     o = m - np.asarray(ref, dtype=float)
     return {"bias2": float(o @ o), "variance": float(np.trace(Sigma)), "total": float(o @ o + np.trace(Sigma)), "m": m}
