@@ -1,0 +1,23 @@
+"""Mutations of the round loop and the server rules (flkit/fl.py, flkit/aggregate.py)."""
+MUTATIONS = [
+    dict(id="fl-fedau-read-after-record", file="flkit/aggregate.py",
+         old="        omega = self.weights(state)\n",
+         new="        omega = self.weights(self.record(state, upd.mask))\n",
+         why="FedAU reads omega after recording the round's participation"),
+    dict(id="fl-fedvarp-p", file="flkit/aggregate.py",
+         old="        p = (k / upd.N).expand(upd.R, upd.N)\n",
+         new="        p = (k / upd.N / 2).expand(upd.R, upd.N)\n",
+         why="FedVarp's correction divided by the wrong participation fraction"),
+    dict(id="fl-server-step-sign", file="flkit/fl.py",
+         old="                w[rows] = w[rows] - alg.lr * G\n",
+         new="                w[rows] = w[rows] + alg.lr * G\n",
+         why="the server steps uphill"),
+    dict(id="fl-evals-miscount", file="flkit/fl.py",
+         old="        evals += (counts.sum(1) * live).double()\n",
+         new="        evals += (counts.sum(1) * alive).double()\n",
+         why="client updates counted after the target was reached"),
+    dict(id="fl-divergence-off", file="flkit/fl.py",
+         old="        bad = (~torch.isfinite(x) | (x.abs() > factor * first)) & (diverged < 0)\n",
+         new="        bad = (x.abs() > factor * first) & (diverged < 0)\n",
+         why="a run whose metric becomes NaN is not marked diverged"),
+]
