@@ -211,31 +211,80 @@ def test_vectorized_runs_equal_separate_runs():
         np.testing.assert_allclose(a["value"], b["value"], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["cvar_2d", "cvar_mlp", "cvar_lenet"])
-def test_fast_path_equals_the_engine(name):
-    """engine.FastSGD with the batched CVaR objective (in-place SGD; CUDA graphs on a GPU) == cvar.run_round
-    (engine.local_train with the same objective, vmapped), masked steps and padded batches included."""
+def _cvar_parity_problem(name, data_seed):
     shape, C = ((2,), 3) if name == "cvar_2d" else ((1, 28, 28), 10)
     model = models.build(name, num_classes=3) if name == "cvar_2d" else models.build(name)
-    g = torch.Generator().manual_seed(0)
-    N, M, B = 400, 4, 32
+    g = torch.Generator().manual_seed(data_seed)
+    N, M = 400, 4
     x, y = torch.rand(N, *shape, generator=g), torch.randint(0, C, (N,), generator=g)
     state = cvar.init(engine.stack(model, M, torch_gen(0, "init")), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
     users = cvar.Users(torch.stack([torch.randperm(N, generator=g)[:100] for _ in range(M)])[:, None],
                        torch.tensor([[100], [70], [33], [9]]))
+    return model, x, y, state, users
+
+
+def _fast_and_engine(model, x, y, state, users, dtype, B=32, rounds=2, epochs=2):
+    """`rounds` rounds of both paths from the same start, in `dtype`: (FastSGD's params, run_round's params)."""
+    model, x = model.to(dtype), x.to(dtype)
+    state = cvar.State({k: v.to(dtype) for k, v in state.params.items()}, 0)
+    M = len(state.params["t"])
     fast = engine.FastSGD(model, state.params, x, y, B, lr=cvar.learning_rates(0.05, 0.01), objective=cvar.cvar_objective)
     assert fast.trained == [k for k, _ in model.named_parameters()] + ["t"]  # alpha, gamma: constants
-    for n in range(2):
+    sel = torch.zeros(M, dtype=torch.long)
+    for n in range(rounds):
         gens = lambda: [torch_gen(m, f"batch/{n}") for m in range(M)]  # noqa: E731
-        sel = torch.zeros(M, dtype=torch.long)
-        state, _ = cvar.run_round(state, model, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=B,
-                              generators=gens())
+        state, _ = cvar.run_round(state, model, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=epochs,
+                                  batch_size=B, generators=gens())
         pool, size = users.relayed(sel)
-        fast.train(*engine.epoch_batches(pool, B, 2, generators=gens(), sizes=size, last="pad"))
-    for k in state.params:
-        torch.testing.assert_close(fast.P[k], state.params[k], rtol=1e-5, atol=1e-6)
-    assert torch.equal(fast.P["t"], state.params["t"])
-    assert torch.equal(fast.P["alpha"], state.params["alpha"]) and torch.equal(fast.P["gamma"], state.params["gamma"])
+        fast.train(*engine.epoch_batches(pool, B, epochs, generators=gens(), sizes=size, last="pad"))
+    return fast.P, state.params
+
+
+@pytest.mark.parametrize("data_seed", [2])
+@pytest.mark.parametrize("name", ["cvar_2d", "cvar_mlp", "cvar_lenet"])
+def test_fast_path_equals_the_engine(name, data_seed):
+    """engine.FastSGD with the batched CVaR objective (in-place SGD; CUDA graphs on a GPU) == cvar.run_round
+    (engine.local_train with the same objective, vmapped), masked steps and padded batches included.
+
+    Tolerance, from an analysis rather than from one seed (issue 17): the former float32 check
+    (assert_close, rtol 1e-5, atol 1e-6) passed at data seed 0 only by luck; on LeNet it fails at data
+    seeds 2 and 7 of 0..9 (max |diff| 3.4e-5 at seed 2, where one run's weights grow to |w| ~ 30).
+
+    * The two paths compute the same function in a different order (grouped vs vmapped convolutions,
+      batched vs per-model loss sums). Run in float64 from the same start, they agree to 1e-16..2e-15
+      relative (per-tensor norm) for all three models and data seeds 0..9, i.e. float64 rounding
+      (S = 16 steps x eps64 = 3.6e-15): there is no real difference. Checked here at 1e-10.
+    * In float32 each path carries its own rounding error. Against the float64 result, the engine's
+      float32 error e_k = ||engine32 - ref64|| per tensor k is the size of error float32 arithmetic
+      makes on this problem (1e-7..3e-5 relative at seeds 0..9, larger where training amplifies it);
+      every path must also round each of its S parameter updates, an error of about
+      S * eps32 * ||ref64_k|| even with exact gradients. The fast path is required to be as accurate
+      as the engine: ||fast32 - ref64||_k <= 4 (e_k + S eps32 ||ref64_k||). Over 30 cases (3 models x
+      data seeds 0..9) the ratio of the two sides (without the factor 4) was at most 1.04; a real
+      difference as small as FastSGD's step size off by 0.1% makes it 600 (2-D) to 1e5 (MLP).
+    * t's gradient is (1 - gamma)(1 - 1[L > t] / alpha): it depends on the loss only through the
+      comparison L > t, so t agrees bit for bit unless rounding flips a tie (never seen).
+    Run at data seed 2, the largest float32 differences of seeds 0..9.
+    """
+    problem = _cvar_parity_problem(name, data_seed)
+    fast64, ref64 = _fast_and_engine(*problem, torch.float64)
+    for k in ref64:
+        assert float((fast64[k] - ref64[k]).norm()) <= 1e-10 * float(ref64[k].norm()), k
+    fast32, eng32 = _fast_and_engine(*problem, torch.float32)
+    S, eps = 2 * 2 * 4, torch.finfo(torch.float32).eps            # rounds x epochs x ceil(100 / 32) steps
+    for k in ref64:
+        floor = S * eps * float(ref64[k].norm())
+        err_fast = float((fast32[k].double() - ref64[k]).norm())
+        err_engine = float((eng32[k].double() - ref64[k]).norm())
+        assert err_fast <= 4 * (err_engine + floor), (k, err_fast, err_engine, floor)
+    assert torch.equal(fast32["t"], eng32["t"]) and torch.equal(fast64["t"], ref64["t"])
+    p0 = problem[3].params
+    for k in ("alpha", "gamma"):
+        assert torch.equal(fast32[k], p0[k]) and torch.equal(eng32[k], p0[k])
+    moved = ref64["t"] - p0["t"].double()  # t moves where alpha < 1 and gamma < 1 (runs 1, 2), else its step is 0
+    assert (moved[1:3].abs() > 0.01).all() and (moved[[0, 3]] == 0).all()
+    assert all(float((ref64[k] - p0[k].double()).norm()) > 1e-3 * float(ref64[k].norm()) for k in ref64
+               if k not in cvar.EXTRAS)                                  # training did move the model
 
 
 def test_run_batch_fast_path_agrees(tmp_path):
