@@ -61,6 +61,13 @@ Params = dict[str, Tensor]
 Objective = Callable[[Tensor, Tensor, Params], Tensor]
 
 
+def _count(value, name: str) -> int:
+    """A count (batch size, epochs, steps, chunk): an int >= 1 (numpy ints too; bools and floats refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
 # ----------------------------------------------------------------------------------- stacked params
 def _state(model: nn.Module) -> Params:
     """Parameters and floating buffers of one model (BatchNorm's integer counter is not state here)."""
@@ -534,8 +541,7 @@ class FastSGD:
                              "use flkit.engine.local_train")
         if backend not in ("auto", "fused", "grouped"):
             raise ValueError(f"backend must be 'auto', 'fused' or 'grouped', got {backend!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        batch_size = _count(batch_size, "batch_size")
         pnames, _, extras = _names(model, params)
         first = params[pnames[0]]
         M, dev = first.shape[0], first.device
@@ -653,7 +659,9 @@ def _logit_chunks(model, params, x, batch_size, models_per_chunk, vectorized, au
     """Yield (model slice, data slice, logits (Mc, b, C)) over chunks of models and of the data."""
     pnames, bnames, _ = _names(model, params)
     M = params[pnames[0]].shape[0]
-    mc = models_per_chunk or max(1, (65536 if x.is_cuda else 8192) // batch_size)
+    batch_size = _count(batch_size, "batch_size")
+    mc = max(1, (65536 if x.is_cuda else 8192) // batch_size) if models_per_chunk is None \
+        else _count(models_per_chunk, "models_per_chunk")
     grouped = vectorized in (True, "grouped") and supports_grouped(model)
     if vectorized is False:  # reference: one functional_call per model
         def fwd(p, xb):
@@ -784,8 +792,7 @@ def epoch_batches(sizes_or_index_lists, batch_size: int, epochs: int = 1, genera
     """
     if last not in ("wrap", "pad", "drop"):
         raise ValueError(f"last must be 'wrap', 'pad' or 'drop', got {last!r}")
-    if batch_size < 1 or epochs < 1:
-        raise ValueError(f"batch_size and epochs must be >= 1, got {batch_size} and {epochs}")
+    batch_size, epochs = _count(batch_size, "batch_size"), _count(epochs, "epochs")
     if generator is not None and generators is not None:
         raise ValueError("give generator= (one stream for all models) or generators= (one per model), not both")
     gens = None if generators is None else list(generators)
@@ -821,6 +828,7 @@ def sample_batches(index_lists, batch_size: int, num_steps: int, generator: torc
     skips short last batches; :class:`BatchStream` reproduces that exactly.
     Returns ``batches`` (M, num_steps, B) and ``steps`` (M,) (0 for models without data).
     """
+    batch_size, num_steps = _count(batch_size, "batch_size"), _count(num_steps, "num_steps")
     gdev = generator.device if generator is not None else torch.device("cpu")
     table, n = _index_table(index_lists, gdev)
     M, B = len(n), batch_size
@@ -851,7 +859,7 @@ class BatchStream:
     """
 
     def __init__(self, index_lists, batch_size: int, generator: torch.Generator | None = None):
-        self.generator, self.B = generator, batch_size
+        self.generator, self.B = generator, _count(batch_size, "batch_size")
         self.device = generator.device if generator is not None else torch.device("cpu")
         self.table, self.n = _index_table(index_lists, self.device)
         self.perm = _permutations(self.n, self.table.shape[1], generator, self.device)
@@ -859,6 +867,7 @@ class BatchStream:
 
     def next(self, clients, num_steps: int) -> tuple[Tensor, Tensor]:
         """Minibatches (len(clients), num_steps, B) for the given client ids (distinct), and steps."""
+        num_steps = _count(num_steps, "num_steps")
         c = torch.as_tensor(clients.cpu() if isinstance(clients, Tensor) else np.asarray(clients),
                             dtype=torch.long).reshape(-1).to(self.device)
         out = []

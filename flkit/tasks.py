@@ -79,9 +79,9 @@ class EngineTask:
     def __post_init__(self):
         if (self.steps is None) == (self.epochs is None):
             raise ValueError("give exactly one of steps (local iterations) or epochs")
-        for k in ("steps", "epochs", "batch_size"):
+        for k in ("steps", "epochs", "batch_size", "eval_batch_size", "chunk"):
             v = getattr(self, k)
-            if v is not None and (not isinstance(v, int) or v < 1):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
                 raise ValueError(f"{k} must be a positive int, got {v!r}")
         if self.split_by not in ("seed", "name"):
             raise ValueError(f"split_by must be 'seed' or 'name', got {self.split_by!r}")

@@ -441,3 +441,98 @@ def test_input_validation():
         E.local_train(net, params, x.to("meta"), y, batches, lr=0.1)
     with pytest.raises(ValueError, match="stack"):
         E.local_train(net, {"t": torch.zeros(3)}, x, y, batches, lr=0.1)
+
+
+# ------------------------------------------------------------------ issue 17: exact laws, validation
+def _one_step_by_hand(params, x, y, batches, lr, logits_of):
+    """One SGD step per model written out: loss = cross-entropy of logits_of(x_b, W, b), w <- w - lr grad."""
+    out = {k: v.clone() for k, v in params.items()}
+    for m in range(batches.shape[0]):
+        W, b = (params[k][m].clone().requires_grad_(True) for k in ("0.weight", "0.bias"))
+        idx = batches[m, 0]
+        gW, gb = torch.autograd.grad(F.cross_entropy(logits_of(x[idx], W, b), y[idx]), [W, b])
+        out["0.weight"][m], out["0.bias"][m] = W.detach() - lr * gW, b.detach() - lr * gb
+    return out
+
+
+def test_bf16_autocast_is_applied_in_every_path():
+    """Under autocast_dtype=bfloat16 the forward's products run in bf16 (inputs and weights rounded to
+    bf16, 8 bits of mantissa), the loss and the update in float32. Exact hand computation of one step of
+    a Linear model: grouped (baddbmm) and sequential (nn.Linear): F.linear on bf16 casts of x, W and b;
+    vmap: functional_call's linear is batched as a bf16 matmul plus a float32 bias. Without autocast the
+    result is the float32 step, off by ~1e-3 (bf16 rounding), so a silently skipped autocast fails."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 4))
+    x, y = torch.randn(12, 6), torch.randint(0, 4, (12,))
+    params = E.stack(net, 2, torch.Generator().manual_seed(1))
+    batches = torch.arange(12).view(2, 1, 6)
+    bf = torch.bfloat16
+    linear_bf16 = lambda xb, W, b: F.linear(xb.to(bf), W.to(bf), b.to(bf)).float()  # noqa: E731
+    matmul_bf16 = lambda xb, W, b: (xb.to(bf) @ W.to(bf).T).float() + b  # noqa: E731
+    fp32 = _one_step_by_hand(params, x, y, batches, 0.5, F.linear)
+    for path, by_hand in (("grouped", linear_bf16), (False, linear_bf16), ("vmap", matmul_bf16)):
+        out, _ = E.local_train(net, params, x, y, batches, lr=0.5, vectorized=path, autocast_dtype=bf)
+        want = _one_step_by_hand(params, x, y, batches, 0.5, by_hand)
+        assert all(torch.equal(out[k], want[k]) for k in out), path
+        assert out["0.weight"].dtype == torch.float32 and rel_diff(out, fp32) > 1e-4, path
+    loss, _ = E.evaluate(net, params, x, y, autocast_dtype=bf, vectorized=False)
+    for m in range(2):
+        W, b = params["0.weight"][m], params["0.bias"][m]
+        assert loss[m].item() == pytest.approx(F.cross_entropy(linear_bf16(x, W, b), y).item(), rel=1e-6)
+        assert abs(loss[m].item() - F.cross_entropy(F.linear(x, W, b), y).item()) > 1e-5
+
+
+def _keys_law(sizes, epochs, draw):
+    """Per model and epoch the permutation: argsort of float64 keys drawn by `draw(epoch)` -> (M, n_max)."""
+    n = torch.tensor(sizes)
+    perms = []
+    for e in range(epochs):
+        keys = draw(e)
+        keys[torch.arange(keys.shape[1]) >= n[:, None]] = 2.0
+        perms.append(keys.argsort(1))
+    return torch.stack(perms, 1)                                   # (M, epochs, n_max)
+
+
+@pytest.mark.parametrize("mode", ["generator", "generators"])
+def test_epoch_batches_draw_a_fresh_permutation_per_epoch(mode):
+    """The documented law, written out: epoch e's order of model m is the argsort of float64 keys, drawn
+    (one generator) as an (M, n_max) block per epoch in turn, or (per-model generators) as an
+    (epochs, n_m) block from model m's own; "pad" cuts each epoch into ceil(n_m/B) batches, -1 padded.
+    Two epochs must not repeat one permutation."""
+    sizes, B, H = [10, 14, 7], 4, 3
+    if mode == "generator":
+        g = torch.Generator().manual_seed(3)
+        batches, steps = E.epoch_batches(sizes, B, H, torch.Generator().manual_seed(3), last="pad")
+        perm = _keys_law(sizes, H, lambda e: torch.rand(3, 14, generator=g, dtype=torch.float64))
+    else:
+        gens = lambda: [torch.Generator().manual_seed(40 + m) for m in range(3)]  # noqa: E731
+        batches, steps = E.epoch_batches(sizes, B, H, generators=gens(), last="pad")
+        keys = torch.full((3, H, 14), 2.0, dtype=torch.float64)
+        for m, gm in enumerate(gens()):
+            keys[m, :, :sizes[m]] = torch.rand(H, sizes[m], generator=gm, dtype=torch.float64)
+        perm = _keys_law(sizes, H, lambda e: keys[:, e].clone())
+    offsets = [0, 10, 24]
+    for m, n in enumerate(sizes):
+        spe = -(-n // B)
+        assert steps[m] == H * spe
+        for e in range(H):
+            want = torch.full((spe * B,), -1, dtype=torch.long)
+            want[:n] = perm[m, e, :n] + offsets[m]
+            assert torch.equal(batches[m, e * spe:(e + 1) * spe].reshape(-1), want), (m, e)
+        assert len({tuple(perm[m, e, :n].tolist()) for e in range(H)}) == H  # a fresh order every epoch
+
+
+@pytest.mark.parametrize("bad", [-5, 0, True, 2.0])
+def test_counts_are_positive_ints_before_any_work(bad):
+    net, params, x, y, batches, steps = setup("cvar_mlp")
+    lists = [torch.arange(0, 10), torch.arange(10, 24)]
+    calls = [lambda: E.epoch_batches(lists, bad, 1), lambda: E.epoch_batches(lists, 4, bad),
+             lambda: E.sample_batches(lists, bad, 3), lambda: E.sample_batches(lists, 4, bad),
+             lambda: E.BatchStream(lists, bad), lambda: E.BatchStream(lists, 4).next([0], bad),
+             lambda: E.evaluate(net, params, x, y, batch_size=bad),
+             lambda: E.evaluate(net, params, x, y, models_per_chunk=bad),
+             lambda: E.FastSGD(small_cnn(), E.stack(small_cnn(), 3), torch.zeros(4, 1, 8, 8, dtype=torch.float64),
+                               torch.zeros(4, dtype=torch.long), bad, lr=0.1)]
+    for call in calls:
+        with pytest.raises(ValueError, match="int >= 1"):
+            call()

@@ -140,9 +140,141 @@ def test_divergence_is_marked_and_recorded_as_inf():
 
 
 @pytest.mark.parametrize("kw,match", [(dict(rounds=-5), "rounds"), (dict(rounds=0), "rounds"),
+                                      (dict(rounds=True), "rounds"), (dict(rounds=2.0), "rounds"),
                                       (dict(seeds=[]), "no seeds"), (dict(seeds=[1, 1]), "repeated"),
-                                      (dict(every=0), "every"), (dict(p=1.5), "probability")])
+                                      (dict(seeds=[-1]), "seed"), (dict(every=0), "every"),
+                                      (dict(track_every=-5), "track_every"), (dict(p=1.5), "probability"),
+                                      (dict(p=0.0), "probability"), (dict(p=[0.5, 0.0, 1, 1, 1, 1]), "probability")])
 def test_bad_input_is_rejected_before_work(kw, match):
     args = dict(seeds=SEEDS, rounds=T, availability=_avail) | kw
     with pytest.raises(ValueError, match=match):
         fl.run(_task(), ALGS, **args)
+
+
+# ------------------------------------------------------------------ issue 17: closed forms, kill, resume
+class _Line:
+    """A closed-form task: every arrived client of a run with seed s sends delta = speed[s], so FedAvg with
+    lr 1 moves the run's one parameter to w_t = -speed[s] t exactly (dyadic speeds). Metrics: "gap" =
+    10 + w or "root" = sqrt(2.5 + w) (NaN once w < -2.5)."""
+    num_clients, dim, dtype = 2, 1, DT
+
+    def __init__(self, speed, metric="gap"):
+        self.speed, self.metric = speed, metric
+
+    def client_updates(self, w, active, t, runs):
+        pairs = active.nonzero()
+        return pairs, torch.tensor([[self.speed[runs.seeds[r]]] for r in pairs[:, 0].tolist()], dtype=DT)
+
+    def metrics(self, w):
+        return {"gap": 10 + w[:, 0]} if self.metric == "gap" else {"root": torch.sqrt(2.5 + w[:, 0])}
+
+
+def _line_run(speed, seeds, **kw):
+    return fl.run(_Line(speed, kw.pop("metric", "gap")), {"a": fl.Algorithm(agg.FedAvg())}, seeds=seeds, **kw)
+
+
+def test_rounds_to_target_and_the_stop_rule_by_hand():
+    """gap_t = 10 - speed t meets eps = 6 first at t = 4 / speed (equality counts): seed 5 (speed 1) at
+    round 4, seed 9 (speed 1/4) at round 16; the default stop rule waits for every run; client updates are
+    counted until a run's hit (2 clients per round)."""
+    speed = {5: 1.0, 9: 0.25}
+    res = _line_run(speed, [5, 9], rounds=20, target=("gap", 6.0))
+    assert res.hit["a"].tolist() == [4, 16] and res.rounds_done == 16 and res.rounds.tolist() == list(range(17))
+    assert res.evals["a"].tolist() == [8.0, 32.0] and res.diverged["a"].tolist() == [-1, -1]
+    assert res.final_w[:, 0].tolist() == [-16.0, -4.0]
+    short = _line_run(speed, [5, 9], rounds=10, target=("gap", 6.0))    # seed 9 never gets there
+    assert short.hit["a"].tolist() == [4, -1] and short.rounds_done == 10 and short.evals["a"].tolist() == [8.0, 20.0]
+    full = _line_run(speed, [5, 9], rounds=20, target=("gap", 6.0), stop_early=False)
+    assert full.hit["a"].tolist() == [4, 16] and full.rounds_done == 20 and full.evals["a"].tolist() == [8.0, 32.0]
+    out = full.outcomes().set_index(["seed", "metric"])["value"]
+    assert out[(9, "hit_round")] == 16 and out[(5, "client_updates")] == 8
+
+
+def test_recorded_rounds_end_at_the_last_round_and_tidy_rows_carry_their_seed():
+    res = _line_run({5: 1.0, 9: 0.25, 2: 0.5}, [5, 9, 2], rounds=7, every=3)
+    assert res.rounds.tolist() == [0, 3, 6, 7]
+    tidy = res.tidy()
+    assert len(tidy) == 3 * 4
+    want = {5: 1.0, 9: 0.25, 2: 0.5}
+    for row in tidy.itertuples():
+        assert row.value == 10 - want[row.seed] * row.round, row
+
+
+def test_nan_metric_marks_a_run_diverged():
+    """root_t = sqrt(2.5 - speed t): seed 5 (speed 1) becomes NaN at round 3: diverged at 3 (the claim
+    holds through non-finiteness); seed 7 (speed -2) exceeds 2 x its initial value at round 4
+    (sqrt(10.5) > 2 sqrt(2.5)); seed 9 (speed 1/4) stays finite and below: never diverged (rejected).
+    A diverged run stops training (no client updates counted) and records +inf from then on."""
+    res = _line_run({5: 1.0, 7: -2.0, 9: 0.25}, [5, 7, 9], rounds=8, metric="root", diverge_factor=2.0)
+    assert res.diverged["a"].tolist() == [3, 4, -1]
+    v = res.values["a"]["root"]
+    assert np.array_equal(v[:3, 0], np.sqrt(2.5 - np.arange(3))) and np.isposinf(v[3:, 0]).all()
+    assert np.isfinite(v[:4, 1]).all() and np.isposinf(v[4:, 1]).all()
+    assert np.array_equal(v[:, 2], np.sqrt(2.5 - 0.25 * np.arange(9)))
+    assert res.evals["a"].tolist() == [6.0, 8.0, 16.0] and res.final_w[:, 0].tolist() == [-3.0, 8.0, -2.0]
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_periodic_checkpoint_then_a_hard_kill_resumes_to_identical_results(tmp_path):
+    """checkpoint_every_s=0: a checkpoint after every round, with no deadline. A kill in round 4 (an
+    exception out of local training) leaves the checkpoint of round 4 on disk; the same call resumes from
+    it and gives the uninterrupted run's models, metric rows (every round recorded) and outcomes exactly."""
+    algs = {"fedau": ALGS["fedau"], "powd": fl.Algorithm(agg.FedAvg(), sampler=sample.PowD(2, 4))}
+    kw = dict(seeds=SEEDS, rounds=T, availability=_avail, every=1)
+    ref = fl.run(_task(), algs, **kw)
+    ck, task, seen = tmp_path / "ck.pt", _task(), []
+    train = task.client_updates
+
+    def killed_in_round_4(w, active, t, runs):
+        if t == 4:
+            seen.append(torch.load(ck, weights_only=False)["t"] if ck.is_file() else None)
+            raise _Killed
+        return train(w, active, t, runs)
+
+    task.client_updates = killed_in_round_4
+    with pytest.raises(_Killed):
+        fl.run(task, algs, **kw, checkpoint=ck, checkpoint_every_s=0)
+    assert seen == [4] and ck.is_file()                      # saved during the run: nothing but round 4 lost
+    res = fl.run(_task(), algs, **kw, checkpoint=ck, checkpoint_every_s=0)
+    assert res.resumed_from == 4 and res.rounds_done == T - 4 and not ck.exists()
+    assert res.rounds.tolist() == list(range(T + 1))          # the rows buffered before the kill survived
+    assert torch.equal(res.final_w, ref.final_w)
+    assert res.tidy().equals(ref.tidy()) and res.outcomes().equals(ref.outcomes())
+
+
+def test_an_algorithms_own_local_step_size_wins():
+    alg = {"a": fl.Algorithm(agg.FedAvg(), local_lr=0.05)}
+    own = fl.run(_task(local_lr=0.2), alg, seeds=SEEDS, rounds=3, availability=_avail)
+    same = fl.run(_task(local_lr=0.05), {"a": fl.Algorithm(agg.FedAvg())}, seeds=SEEDS, rounds=3, availability=_avail)
+    task_lr = fl.run(_task(local_lr=0.2), {"a": fl.Algorithm(agg.FedAvg())}, seeds=SEEDS, rounds=3,
+                     availability=_avail)
+    assert torch.equal(own.final_w, same.final_w) and not torch.allclose(own.final_w, task_lr.final_w)
+
+
+@pytest.mark.parametrize("mode", ["steps", "epochs"])
+def test_engine_task_minibatches_follow_the_seed_round_client_stream(mode):
+    """Client i's minibatches in round t of a run with seed s: engine.sample_batches (steps) or
+    engine.epoch_batches (epochs, padded) of its indices with torch_gen(s, f"batch/{t}/{i}"): new every round."""
+    from flkit.engine import epoch_batches, sample_batches
+    from flkit.seeding import torch_gen
+    task = _task(**({"steps": 3} if mode == "steps" else {"steps": None, "epochs": 2}))
+    idx = torch.as_tensor(task.clients[2])
+    rounds = []
+    for t in range(3):
+        got, steps = task.batches(11, t, 2)
+        g = torch_gen(11, f"batch/{t}/2")
+        want = (sample_batches([idx], 4, 3, g) if mode == "steps"
+                else epoch_batches([idx], 4, 2, generators=[g], last="pad"))
+        assert torch.equal(got, want[0]) and torch.equal(steps, want[1])
+        rounds.append(got)
+    assert not torch.equal(rounds[0], rounds[1]) and not torch.equal(rounds[1], rounds[2])
+
+
+@pytest.mark.parametrize("kw", [dict(steps=-5), dict(steps=True), dict(batch_size=0), dict(chunk=-5),
+                                dict(eval_batch_size=0), dict(steps=None, epochs=2.0)])
+def test_engine_task_counts_are_positive_ints(kw):
+    with pytest.raises(ValueError, match="positive int"):
+        _task(**kw)
