@@ -15,7 +15,7 @@ CONCERNS = ("data", "participation", "init", "batch")
 
 
 def _entropy(seed: int, concern: str) -> list[int]:
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if not isinstance(concern, str) or not concern:
         raise ValueError(f"concern must be a non-empty string such as {CONCERNS}, got {concern!r}")
