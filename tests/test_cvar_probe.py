@@ -367,3 +367,27 @@ def test_bad_settings_stop_a_sweep_and_a_batch_before_any_work(tmp_path):
         with pytest.raises(ValueError, match=match):
             cvar.run_batch([dict(c, **bad)], "cpu", progress=False, log=quiet, checkpoint_dir=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_split_summary_of_the_mnist_page():
+    """Who holds what (the MNIST page's table): users 0-26 the common classes, 27-29 the rare ones
+    (r = 0.9: class 9; r = 0.8: classes 8 and 9), each rare user a third of the rare samples (stratified,
+    up to one per class), and the RAM mass of each group: the caption's 0.0107 + 0.0078 + 0.0053."""
+    s = cvar.settings("mnist", "smoke")
+    try:
+        tab = cvar.split_summary(s).set_index(["r", "group"])
+    except FileNotFoundError as e:  # flkit.datasets.DatasetNotFoundError
+        pytest.skip(f"MNIST not available: {e}")
+    from flkit.papers.cvar.experiments import _image_data
+    y = _image_data("mnist", s["train_subset"], s["test_subset"], "cpu")[1].numpy()
+    assert list(tab.index) == [(0.9, "frequent"), (0.9, "rare"), (0.8, "frequent"), (0.8, "rare")]
+    for r, rare in ((0.9, [9]), (0.8, [8, 9])):
+        common = [c for c in range(10) if c not in rare]
+        assert tab.loc[(r, "frequent"), "users"] == "0-26" and tab.loc[(r, "rare"), "users"] == "27-29"
+        assert tab.loc[(r, "frequent"), "classes"] == str(common) and tab.loc[(r, "rare"), "classes"] == str(rare)
+        counts = [int((y == c).sum()) for c in rare]
+        lo, hi = sum(n // 3 for n in counts), sum(-(-n // 3) for n in counts)
+        got = [int(v) for v in tab.loc[(r, "rare"), "samples_per_user"].split("-")]
+        assert lo <= got[0] <= got[1] <= hi and sum(counts) in range(3 * got[0], 3 * got[1] + 1)
+        assert tab.loc[(r, "rare"), "rho_total"] == pytest.approx(0.0238, abs=1e-12)
+        assert tab.loc[(r, "frequent"), "rho_total"] == pytest.approx(1 - 0.0238, abs=1e-12)
