@@ -6,9 +6,15 @@ Truncation reproduces a stored run's first rounds because every random draw is k
 round (RAM draws, availability masks, minibatches) and none depends on the total number of rounds in
 the runs chosen here (F3AST's smoothing 1/T does: its rows are left out). A chapter is skipped, with
 the reason, when its stored results or its data files are absent. Comparison: float64 chapters (MIFA,
-availability) must give the stored text exactly (``"%.8g"``); Fed-CVaR-Avg trains float32 models whose
-stored runs were partly computed on a GPU, where reductions sum in another order: there a value may
-differ from the stored one by half a unit of its 8th digit plus 4 float32 ulps.
+availability) must give the stored text exactly (``"%.8g"``). Fed-CVaR-Avg trains float32 models: a value
+may differ from the stored one by half a unit of its 8th digit plus 4 float32 ulps (a test loss is a
+mean over 10,000 samples, summed in another order on a GPU). Its MNIST and Fashion-MNIST runs were
+computed on a GPU: the CPU's float32 trajectory drifts from it as training goes on (measured on the
+MNIST run below after 10 rounds, 1,600 local steps: test loss 6e-5 relative, per-class accuracies up to
+0.5 points, a few test samples near the decision boundary), so their test metrics after round 0 are
+held to 1e-3 relative (loss) and 1 point (accuracies): a stale objective (e.g. the CVaR weight of grad
+F_b off by 11 %) moves them by 4 % and 7 points. Their thresholds t, the RAM draws and the splits'
+step counts stay exact.
 """
 from __future__ import annotations
 
@@ -53,10 +59,15 @@ def _same_text(both: pd.DataFrame) -> None:
     assert bad.empty, f"{len(bad)} of {len(both)} values differ from the stored ones:\n{bad.head()}"
 
 
-def _same_float32(both: pd.DataFrame) -> None:
+def _same_float32(both: pd.DataFrame, drift: np.ndarray | None = None) -> None:
+    """Half a unit of the 8th digit + 4 float32 ulps; rows marked in `drift` (test metrics of a GPU run
+    recomputed on the CPU): 1e-3 relative for the loss, 0.01 for accuracies."""
     old, new = both["value"].to_numpy(float), both["new"].to_numpy(float)
     unit = np.where(old == 0, 0.0, 10.0 ** (np.floor(np.log10(np.abs(np.where(old == 0, 1, old)))) - 7))
     tol = 0.5 * unit + 4 * EPS32 * np.abs(old)
+    if drift is not None:
+        loose = np.where(both["metric"] == "test_loss", 1e-3 * np.abs(old), 0.01)
+        tol = np.where(drift, loose, tol)
     bad = np.abs(new - old) > tol
     assert not bad.any(), f"{bad.sum()} of {len(both)} values differ from the stored ones:\n{both[bad].head()}"
 
@@ -73,7 +84,9 @@ def _cvar(experiment: str, rounds: int, **want) -> pd.DataFrame:
     stored = store.load(config)
     keep = lambda t: t[t["metric"] != "param"]  # noqa: E731  (the final model: at round T only)
     both = _overlap(keep(stored), keep(new), ["round", "metric", "class"], rounds)
-    _same_float32(both)
+    on_gpu = not str(store.manifest(config)["device"]).startswith("cpu")
+    drift = (on_gpu & both["metric"].str.startswith("test_") & (both["round"] > 0)).to_numpy()
+    _same_float32(both, drift)
     return both
 
 
@@ -85,9 +98,11 @@ def test_cvar_synthetic_2d_first_rounds_regenerate():
 
 
 def test_cvar_mnist_first_rounds_regenerate():
-    # Fig. 3 (r = 0.9), Fed-CVaR-Avg, seed 0: t recorded every round
-    both = _cvar("mnist", 3, pattern_frac=0.9, alpha=0.3, seed=0)
-    assert sorted(set(both["round"])) == [0, 1, 2, 3]
+    # Fig. 3 (r = 0.9), Fed-CVaR-Avg, seed 0: t every round, the test metrics every 10 rounds (t alone
+    # would not test theta: while F_b > t its steps do not depend on the model)
+    both = _cvar("mnist", 10, pattern_frac=0.9, alpha=0.3, seed=0)
+    assert sorted(set(both["round"])) == list(range(11))
+    assert sorted(set(both.loc[both["metric"] == "test_loss", "round"])) == [0, 10]
     assert (both.loc[(both["metric"] == "t") & (both["round"] > 0), "value"] > 0).all()
 
 
