@@ -66,8 +66,8 @@ __all__ = [
     "Store",
     "book_store",
     "canonical_json",
-    "collect_frames",
     "canonical_order",
+    "collect_frames",
     "config_key",
     "first_divergence",
     "flatten_config",
@@ -346,8 +346,8 @@ class Store:
         """Write `table` for `config` atomically (CSV first, manifest last); returns the CSV path.
 
         The table's index is dropped and its rows are put in `canonical_order`; 'round' is stored as
-        int64 and 'value' as float64. NaN/inf values
-        are kept (CSV "nan"/"inf") and mark the run as diverged in the manifest."""
+        int64 and 'value' as float64. NaN/inf values are kept (CSV "nan"/"inf") and mark the run as
+        diverged in the manifest."""
         key = config_key(config)  # validates the config
         cfg = _to_json(config, "", canonical=False)
         table = canonical_order(_check_table(table))

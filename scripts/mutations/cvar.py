@@ -52,7 +52,8 @@ MUTATIONS = [
          why="the theta-gradient weight loses its + gamma term above the threshold"),
     # ---- the results store and sweeps
     dict(id="cvar-store-unsorted", file="flkit/results.py",
-         old='    return table.sort_values(keys, kind="mergesort", key=key, na_position="last").reset_index(drop=True)\n',
+         old=('    return table.sort_values(keys, kind="mergesort", key=key, na_position="last")'
+              '.reset_index(drop=True)\n'),
          new="    return table.reset_index(drop=True)\n",
          why="the store writes rows in the order the job emitted them (a resumed run's CSV differs)"),
     dict(id="cvar-store-done-manifest-only", file="flkit/results.py",
