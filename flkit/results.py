@@ -19,6 +19,11 @@ Both files are written to a temporary file in the same folder and moved into pla
 ``os.replace``, the manifest last; ``done(config)`` requires both files, the checksum and the row count
 to agree, so a run killed half-way never counts as done and ``sweep`` simply recomputes it.
 
+Row order (``canonical_order``): the rows are written sorted by ``round``, then ``metric``, then the
+table's other columns except ``value`` (in the table's column order; a stable sort, so rows equal in all
+of these keep their order). The file therefore depends on the set of rows, not on the order a job
+emitted them in: a run resumed from a checkpoint stores the same bytes as an uninterrupted one.
+
 Key policy (``config_key``): sha256 of the canonical JSON of the config (keys sorted, compact
 separators, ASCII), first 16 hex digits. Dict order does not matter; tuples and lists are the same
 (JSON has no tuples); numpy scalars count as the Python number they hold. Numbers follow Python's
@@ -61,6 +66,7 @@ __all__ = [
     "Store",
     "book_store",
     "canonical_json",
+    "canonical_order",
     "collect_frames",
     "config_key",
     "first_divergence",
@@ -207,6 +213,22 @@ def _check_table(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def canonical_order(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `table` in the store's order: by "round", "metric", then every other column but
+    "value" in the table's column order (stable; missing values last; mixed-type columns compared as
+    text). The index is reset."""
+    keys = [c for c in ("round", "metric") if c in table.columns]
+    keys += [c for c in table.columns if c not in keys and c != "value"]
+    if not keys or len(table) < 2:
+        return table.reset_index(drop=True)
+
+    def key(col: pd.Series) -> pd.Series:  # mixed-type object columns: compare as text, missing last
+        missing = lambda v: v is None or (isinstance(v, float) and math.isnan(v))  # noqa: E731
+        return col.map(lambda v: None if missing(v) else str(v)) if col.dtype == object else col
+
+    return table.sort_values(keys, kind="mergesort", key=key, na_position="last").reset_index(drop=True)
+
+
 def _count_rows(data: bytes) -> int:
     if b'"' in data:  # quoted fields may hold newlines: let the CSV parser count
         return len(pd.read_csv(io.BytesIO(data), keep_default_na=False))
@@ -323,11 +345,12 @@ class Store:
              device: str | None = None, **manifest_extra) -> Path:
         """Write `table` for `config` atomically (CSV first, manifest last); returns the CSV path.
 
-        The table's index is dropped; 'round' is stored as int64 and 'value' as float64. NaN/inf values
-        are kept (CSV "nan"/"inf") and mark the run as diverged in the manifest."""
+        The table's index is dropped and its rows are put in `canonical_order`; 'round' is stored as
+        int64 and 'value' as float64. NaN/inf values are kept (CSV "nan"/"inf") and mark the run as
+        diverged in the manifest."""
         key = config_key(config)  # validates the config
         cfg = _to_json(config, "", canonical=False)
-        table = _check_table(table)
+        table = canonical_order(_check_table(table))
         extra = {k: _extra_json(v, k) for k, v in manifest_extra.items()}
         data = table.to_csv(index=False, float_format=self.float_format, na_rep="nan",
                             lineterminator="\n").encode()

@@ -6,7 +6,8 @@
 
 `notebooks/<chapter>/<name>.ipynb` is written to `book/<chapter>/<name>.ipynb`. Values after `-p` are
 read as YAML (`-p seeds "[0, 1, 2]"`, `-p rounds 100`), as papermill's own command line does. Unknown
-parameter names are refused before any cell runs. The executed copy is written to a temporary file and
+parameter names are refused before any cell runs, and so are out-of-range values of the Fed-CVaR-Avg
+pages (`check_values`: `-p rounds -5` is a ValueError). The executed copy is written to a temporary file and
 renamed at the end, so an interrupted run never leaves a half-executed page in the book.
 """
 from __future__ import annotations
@@ -58,6 +59,21 @@ def _literal(text: str):
         return text
 
 
+CVAR_EXPERIMENTS = {"mnist": "mnist", "fmnist_table": "fmnist", "synthetic_2d": "synthetic_2d"}  # page -> experiment
+
+
+def check_values(source: Path, parameters: dict) -> None:
+    """Range checks before any cell runs, where a chapter has them: the Fed-CVaR-Avg pages pass their
+    profile, seeds and rounds through `flkit.papers.cvar.settings` (a ValueError for rounds <= 0, an
+    empty seed list, an unknown profile, ...). Other pages check their values in their first cells."""
+    source = Path(source)
+    if source.parent.name != "cvar" or source.stem not in CVAR_EXPERIMENTS:
+        return
+    from flkit.papers import cvar
+    cvar.settings(CVAR_EXPERIMENTS[source.stem], parameters.get("profile", "smoke"),
+                  seeds=parameters.get("seeds"), rounds=parameters.get("rounds"))
+
+
 def _git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
@@ -88,6 +104,7 @@ def execute(source: Path, parameters: dict | None = None, out: Path | None = Non
     unknown = sorted(set(parameters) - set(known))
     if unknown:
         raise ValueError(f"{source.name}: unknown parameter(s) {unknown}; this notebook takes {sorted(known)}")
+    check_values(source, {**known, **parameters})
     out = Path(out) if out else book_path(source)
     out.parent.mkdir(parents=True, exist_ok=True)
     # The kernel is this interpreter: never a stale user-level 'python3' kernelspec.

@@ -458,3 +458,46 @@ def test_sweep_batched_takes_wall_time_from_table_attrs(tmp_path):
     sweep_batched([{"a": 1}, {"a": 2}], fn_many, store, progress=False)
     assert store.manifest({"a": 1})["wall_time_s"] == 123.0
     assert store.manifest({"a": 2})["local_steps"] == "fused"
+
+
+# ---------------------------------------------------------------------------------------------- row order
+
+def test_store_writes_rows_in_canonical_order_whatever_the_emission_order(tmp_path):
+    """Rows sorted by round, metric, then the other columns but value (stable): a table emitted in any
+    order (e.g. by a run resumed from a checkpoint) gives the same bytes."""
+    rows = [(1, "t", 0.4, -1), (0, "test_acc", 0.1, -1), (0, "t", 0.0, -1), (1, "test_acc_class", 0.7, 1),
+            (1, "test_acc_class", 0.6, 0), (10, "t", 0.5, -1), (2, "t", 0.45, -1), (1, "test_acc", 0.65, -1)]
+    t = pd.DataFrame(rows, columns=["round", "metric", "value", "class"])
+    want = [(0, "t", 0.0, -1), (0, "test_acc", 0.1, -1), (1, "t", 0.4, -1), (1, "test_acc", 0.65, -1),
+            (1, "test_acc_class", 0.6, 0), (1, "test_acc_class", 0.7, 1), (2, "t", 0.45, -1), (10, "t", 0.5, -1)]
+    assert list(results.canonical_order(t).itertuples(index=False, name=None)) == want
+    a, b = Store(tmp_path / "a"), Store(tmp_path / "b")
+    a.save(CFG, t)
+    b.save(CFG, t.iloc[::-1])
+    assert a.path(CFG).read_bytes() == b.path(CFG).read_bytes()
+    assert list(a.load(CFG).itertuples(index=False, name=None)) == want
+    assert a.path(CFG).read_text().splitlines()[1:3] == ["0,t,0,-1", "0,test_acc,0.1,-1"]
+    # ties (same round, metric and class) keep their order: duplicates are not silently reordered
+    dup = pd.DataFrame({"round": [3, 3, 0], "metric": ["m", "m", "m"], "value": [2.0, 1.0, 5.0]})
+    assert results.canonical_order(dup)["value"].tolist() == [5.0, 2.0, 1.0]
+    # missing values last; a column of mixed types compares as text
+    gaps = pd.DataFrame({"round": [0, 0, 0, 0], "metric": ["m"] * 4, "value": [1.0, 2.0, 3.0, 4.0],
+                         "who": ["b", None, "a", "a"], "x": [np.nan, 1.0, np.nan, 0.5]})
+    assert results.canonical_order(gaps)["value"].tolist() == [4.0, 3.0, 1.0, 2.0]
+    mixed = pd.DataFrame({"round": [0] * 4, "metric": ["m"] * 4, "value": [1.0, 2.0, 3.0, 4.0],
+                          "who": pd.Series([2, "a", 10, None], dtype=object)})
+    assert results.canonical_order(mixed)["value"].tolist() == [3.0, 1.0, 2.0, 4.0]  # "10" < "2" < "a", None
+
+
+def test_sweep_batched_stores_each_table_under_its_own_config(tmp_path):
+    store = Store(tmp_path)
+    configs = [{"seed": s} for s in range(5)]
+
+    def fn_many(batch):
+        return [table(seed=10 * c["seed"]) for c in batch]
+
+    df = sweep_batched(configs, fn_many, store, batch_size=3, progress=False)
+    for c in configs:
+        pd.testing.assert_frame_equal(store.load(c), table(seed=10 * c["seed"]))
+        got = df[df["seed"] == c["seed"]].reset_index(drop=True)
+        pd.testing.assert_series_equal(got["value"], table(seed=10 * c["seed"])["value"], check_names=False)

@@ -51,3 +51,35 @@ def test_cli_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         run.main([])
     assert "give notebook paths or --all" in capsys.readouterr().err
+
+
+CVAR_PAGES = run.SOURCES / "cvar"
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"rounds": -5}, "rounds must be an integer >= 1, got -5"),
+    ({"rounds": 0, "profile": "paper"}, "rounds must be an integer >= 1, got 0"),
+    ({"seeds": []}, r"seeds must be a non-empty list of distinct integers >= 0, got \[\]"),
+    ({"profile": "full"}, "unknown profile 'full' for mnist"),
+])
+def test_cvar_page_values_refused_before_running(tmp_path, params, match):
+    with pytest.raises(ValueError, match=match):
+        run.execute(CVAR_PAGES / "mnist.ipynb", params, out=tmp_path / "mnist.ipynb")
+    assert not list(tmp_path.iterdir())
+
+
+def test_cli_rejects_negative_rounds_for_a_cvar_page(tmp_path):
+    with pytest.raises(ValueError, match="rounds must be an integer >= 1, got -5"):
+        run.main([str(CVAR_PAGES / "fmnist_table.ipynb"), "-p", "rounds", "-5", "--out", str(tmp_path / "x.ipynb")])
+    assert not list(tmp_path.iterdir())
+
+
+def test_every_cvar_page_is_checked_and_in_range_values_pass():
+    pages = sorted(CVAR_PAGES.glob("*.ipynb"))
+    assert [p.stem for p in pages] == sorted(run.CVAR_EXPERIMENTS)
+    for page in pages:
+        defaults = run.declared_parameters(page)
+        run.check_values(page, defaults)
+        run.check_values(page, {**defaults, "rounds": 3, "seeds": [0, 2]})
+        with pytest.raises(ValueError, match="rounds must be an integer >= 1( or None)?, got -1"):
+            run.check_values(page, {**defaults, "rounds": -1})

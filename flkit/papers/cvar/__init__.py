@@ -69,7 +69,7 @@ from __future__ import annotations
 from flkit.papers.cvar.algorithm import EXTRAS, State, Users, init, learning_rates, run_round
 from flkit.papers.cvar.experiments import (FIG2_PANELS, PAPER, PROFILES, Deadline, batch_group, blobs_split, build_model,
                                     method_of, params_from_table, planned_steps, prepare, run_batch, run_configs,
-                                    settings, split_summary, store_for, sweep)
+                                    settings, split_summary, store_for, sweep, validate)
 from flkit.objectives import IGNORE, G, cvar_loss, cvar_objective, grad_G, surrogate
 from flkit.papers.cvar.ram import RHO_FIG2_K3, TABLE1_RARE_RHO, rho_fig2_k30, rho_for, rho_table1
 from flkit.papers.cvar.report import (METHOD_COLORS, METHOD_LABELS, MNIST_CLAIMS, QUANTITIES, RARE_CLASSES, TABLE1_ALPHAS,
@@ -87,7 +87,7 @@ __all__ = [
     # experiments
     "FIG2_PANELS", "PAPER", "PROFILES", "settings", "method_of", "run_configs", "batch_group", "blobs_split",
     "prepare", "build_model", "run_batch", "Deadline", "params_from_table", "sweep", "store_for", "planned_steps",
-    "split_summary",
+    "split_summary", "validate",
     # reading the results
     "TABLE1_ALPHAS", "TABLE1_GAMMAS", "QUANTITIES", "RARE_CLASSES", "MNIST_CLAIMS", "table1_reference",
     "table1_ours", "table1_compare", "table1_wide", "final_accuracies", "confirm_table1", "confirm_mnist",

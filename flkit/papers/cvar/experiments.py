@@ -76,7 +76,93 @@ def settings(experiment: str, profile: str = "smoke", **overrides) -> dict:
     what = ", ".join(f"{k}={_short(s[k])} (document: {_short(PAPER[experiment][k])})" for k in diff)
     s["label"] = "" if not diff else f"{'SMOKE' if profile == 'smoke' else 'REDUCED'}: {what}"
     s["experiment"], s["profile"] = experiment, profile
+    validate(s)
     return s
+
+
+def validate(s: Mapping) -> None:
+    """One clear ValueError, before any work, for settings outside their range: rounds, epochs, batch
+    size, evaluation spacing and subsets positive integers; seeds a non-empty list of distinct integers
+    >= 0; step sizes positive (eta_t >= 0); alpha in (0, 1], gamma in [0, 1], the fractions r and M in
+    (0, 1); known Fig. 2 panels. `settings` and `run_configs` call it."""
+    exp = s.get("experiment")
+    if exp not in PAPER:
+        raise ValueError(f"unknown experiment {exp!r}; choose one of {sorted(PAPER)}")
+    _ints(s, "seeds", lo=0, allow_empty=False)
+    for k in ("epochs", "batch_size"):
+        _int_at_least(s, k, 1)
+    _int_at_least(s, "rounds", 1, none_ok=exp == "synthetic_2d")   # None: each panel's own
+    _int_at_least(s, "eval_every", 1, none_ok=exp == "synthetic_2d")  # None: rounds // 200
+    _in_range(s, "lr_theta", 0, None, lo_open=True)
+    _in_range(s, "lr_t", 0, None)
+    if exp == "synthetic_2d":
+        if not s["panels"] or any(p not in FIG2_PANELS for p in s["panels"]):
+            raise ValueError(f"panels must be a non-empty list of {sorted(FIG2_PANELS)}, got {s['panels']!r}")
+        _ints(s, "authors_model_seeds", lo=0, allow_empty=True)
+        for k in ("n_per_class", "hidden"):
+            _int_at_least(s, k, 1)
+        _in_range(s, "std", 0, None, lo_open=True)
+        _in_range(s, "gamma", 0, 1)
+        _each(s, "alphas", 0, 1, lo_open=True)
+        return
+    for k in ("num_users", "t_every", "train_subset", "test_subset"):
+        _int_at_least(s, k, 2 if k == "num_users" else 1, none_ok=k != "num_users")
+    _in_range(s, "frequent_frac", 0, 1, lo_open=True, hi_open=True)
+    _each(s, "settings", 0, 1, lo_open=True, hi_open=True)
+    if exp == "mnist":
+        cells = s["cells"]
+        if not isinstance(cells, (list, tuple)) or not cells or any(len(c) != 2 for c in cells):
+            raise ValueError(f"cells must be a non-empty list of [alpha, gamma] pairs, got {cells!r}")
+        _each({"cells alpha": [c[0] for c in cells]}, "cells alpha", 0, 1, lo_open=True)
+        _each({"cells gamma": [c[1] for c in cells]}, "cells gamma", 0, 1)
+    else:
+        _each(s, "alphas", 0, 1, lo_open=True)
+        _each(s, "gammas", 0, 1)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _int_at_least(s: Mapping, k: str, lo: int, none_ok: bool = False) -> None:
+    v = s[k]
+    if v is None and none_ok:
+        return
+    if not _is_int(v) or v < lo:
+        raise ValueError(f"{k} must be an integer >= {lo}{' or None' if none_ok else ''}, got {v!r}")
+
+
+def _ints(s: Mapping, k: str, lo: int, allow_empty: bool) -> None:
+    v = s[k]
+    if (not isinstance(v, (list, tuple)) or (not v and not allow_empty)
+            or not all(_is_int(x) and x >= lo for x in v) or len(set(v)) != len(v)):
+        raise ValueError(f"{k} must be a {'' if allow_empty else 'non-empty '}list of distinct integers >= {lo}, "
+                         f"got {v!r}")
+
+
+def _number_in(v, lo, hi, lo_open: bool, hi_open: bool) -> tuple[bool, str]:
+    """(v is a finite number in the interval, the interval as text)."""
+    where = f"{'(' if lo_open else '['}{lo}, {'inf)' if hi is None else str(hi) + (')' if hi_open else ']')}"
+    ok = (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+          and bool(np.isfinite(v)) and (v > lo if lo_open else v >= lo)
+          and (hi is None or (v < hi if hi_open else v <= hi)))
+    return ok, where
+
+
+def _in_range(s: Mapping, k: str, lo, hi, lo_open: bool = False, hi_open: bool = False) -> None:
+    ok, where = _number_in(s[k], lo, hi, lo_open, hi_open)
+    if not ok:
+        raise ValueError(f"{k} must be a number in {where}, got {s[k]!r}")
+
+
+def _each(s: Mapping, k: str, lo, hi, lo_open: bool = False, hi_open: bool = False) -> None:
+    v = s[k]
+    if not isinstance(v, (list, tuple)) or not v:
+        raise ValueError(f"{k} must be a non-empty list, got {v!r}")
+    for x in v:
+        ok, where = _number_in(x, lo, hi, lo_open, hi_open)
+        if not ok:
+            raise ValueError(f"every value of {k} must be a number in {where}, got {x!r} in {v!r}")
 
 
 def _short(v) -> str:
@@ -94,8 +180,9 @@ def method_of(alpha: float, gamma: float) -> str:
 def run_configs(s: Mapping) -> list[dict]:
     """One JSON-able config per run for the settings `s` (from `settings`). Risk-neutral cells
     (alpha = 1 or gamma = 1) are one run, stored as FedAvg with alpha = gamma = 1: Algorithm 1 is then
-    exactly FedAvg (tests/test_cvar.py::test_reduces_to_fedavg), so the nine risk-neutral cells of
-    Table 1 share that run."""
+    exactly FedAvg (tests/test_cvar.py::test_reduces_to_fedavg), so the eight risk-neutral cells of
+    Table 1 (5 x 4 cells, 12 risk-aware) share that run."""
+    validate(s)
     exp = s["experiment"]
     common = dict(doc="003", experiment=exp, model=s["model"], epochs=s["epochs"], batch_size=s["batch_size"],
                   lr_theta=s["lr_theta"], lr_t=s["lr_t"], t0=0.0, code_version=1)
@@ -288,6 +375,7 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
     groups = {json.dumps(batch_group(c), sort_keys=True) for c in configs}
     if len(groups) != 1:
         raise ValueError("run_batch needs configs that agree on everything but alpha, gamma, seed and the split")
+    _check_cells(configs)  # before any data is read
     dev = resolve_device(device)
     c0, M, T = configs[0], len(configs), configs[0]["rounds"]
     data = prepare(configs, dev)
@@ -303,7 +391,6 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
     w0[:, task.column("t")] = float(c0["t0"])
     w0[:, task.column("alpha")] = torch.tensor([float(c["alpha"]) for c in configs], dtype=w0.dtype)
     w0[:, task.column("gamma")] = torch.tensor([float(c["gamma"]) for c in configs], dtype=w0.dtype)
-    _check_cells(configs)
     keys = [config_key(c) for c in configs]
     ckpt = Path(checkpoint_dir) / f"batch-{config_key({'runs': keys})}.pt" if checkpoint_dir else None
     if ckpt is not None and ckpt.is_file():
@@ -339,7 +426,11 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
 
 
 def _check_cells(configs) -> None:
+    """alpha in (0, 1], gamma in [0, 1] and rounds a positive integer in every config of a batch."""
     for c in configs:
+        T = c["rounds"]
+        if not _is_int(T) or T < 1:
+            raise ValueError(f"rounds must be an integer >= 1, got {T!r}")
         a, g = float(c["alpha"]), float(c["gamma"])
         if not 0 < a <= 1:
             raise ValueError(f"alpha must be in (0, 1], got {a}")
