@@ -59,6 +59,7 @@ import torch
 from torch import Tensor
 
 from flkit import aggregate, participation
+from flkit.papers.availability import settings as _settings
 from flkit.seeding import rng
 from flkit.tasks import (QuadraticTask, SoftmaxTask, quadratic_task, softmax_task,  # noqa: F401  (the chapter's tasks)
                          symmetric_quadratic)
@@ -138,12 +139,14 @@ def _apply(rule, table: Tensor, delta: Tensor, active: Tensor, p) -> tuple[Tenso
 # ================================================================================================
 def bernoulli_masks(seeds: Sequence[int], p, rounds: int, num_clients: int) -> Tensor:
     """(R, T, n) bool: `flkit.participation.bernoulli(p, rounds, seed)` for every seed (p scalar or (n,))."""
+    seeds = _settings.seeds(seeds, distinct=False)
     pv = np.broadcast_to(np.asarray(p, dtype=float), (num_clients,))
     return torch.as_tensor(np.stack([participation.bernoulli(pv, rounds, int(s)) for s in seeds]))
 
 
 def uniform_k_masks(seeds: Sequence[int], k: int, rounds: int, num_clients: int) -> Tensor:
     """(R, T, n) bool: `flkit.participation.uniform_k(n, k, rounds, seed)` for every seed."""
+    seeds = _settings.seeds(seeds, distinct=False)
     return torch.as_tensor(np.stack([participation.uniform_k(num_clients, k, rounds, int(s)) for s in seeds]))
 
 
@@ -211,12 +214,15 @@ def simulate(task, methods: Sequence[str], *, seeds: Sequence[int], eta, p, roun
     its own group by default): enough to find the fastest configuration of a step-size grid (by median
     over seeds) without waiting for the slowest one."""
     from flkit import fl
+    if not len(methods):
+        raise ValueError(f"methods is empty: choose among {sorted(METHODS)}")
     meths = [_method(mm) for mm in methods]
+    seeds = _settings.seeds(seeds, "seeds (one per run)", distinct=False)
     R, n = len(seeds), task.n
-    seeds = [int(s) for s in seeds]
-    eta_r = np.broadcast_to(np.asarray(eta, dtype=float).reshape(-1), (R,))
-    beta_r = np.broadcast_to(np.asarray(beta, dtype=float).reshape(-1), (R,))
-    p_arr = np.asarray(p, dtype=float)
+    _settings.positive_int(rounds, "rounds")
+    eta_r = np.broadcast_to(_settings.positive(eta, "eta (step size)"), (R,))
+    beta_r = np.broadcast_to(_settings.momentum(beta, "beta (momentum)"), (R,))
+    p_arr = _settings.probabilities(p, "p").reshape(np.shape(p))
     p_rn = np.broadcast_to(p_arr if p_arr.ndim == 2 else p_arr.reshape(1, -1), (R, n))
     if mask is None and any(mm.participation is None for mm in meths):
         if not np.allclose(p_rn, p_rn[:1]):
@@ -309,7 +315,11 @@ def _first_median_hit(hit: Tensor, group_idx) -> float:
 def umifa_growth_rate(p: float) -> float:
     r"""Almost-sure growth rate per round of the literal U-MIFA table error with a fixed target:
     when active (prob. p) the error is multiplied by :math:`1 - 1/p`, so
-    :math:`\frac1t\log|e_t| \to p\log|1/p - 1|` (> 0 iff p < 1/2)."""
+    :math:`\frac1t\log|e_t| \to p\log|1/p - 1|` (> 0 iff p < 1/2; -inf at p = 1, where one
+    participation makes the entry exact)."""
+    p = float(_settings.probabilities(p, "p")[0])
+    if p == 1.0:
+        return -math.inf
     return p * math.log(abs(1.0 / p - 1.0)) if p != 0.5 else 0.0
 
 
@@ -375,7 +385,12 @@ def error_floor(task: QuadraticTask, methods: Sequence[str], *, etas, ps, seeds,
     `flkit.participation.bernoulli`). Per run and method: "avg_all" = (1/T) sum_{t<T} ||grad f(w_t)||^2,
     "avg_tail" = the same over t in [T/2, T) (the stationary floor), "avg_from1" = (1/(T-1)) sum_{1<=t<T},
     "avg_q2" / "avg_q4" = the same over the second / last quarter, "gap0" = f(w_0) - f*,
-    "gap1" = f(w_1) - f*, "tau_max" = longest run of rounds any client was absent."""
+    "gap1" = f(w_1) - f*, "tau_max" = longest run of rounds any client was absent. Needs rounds >= 4 (every
+    quarter non-empty)."""
+    _settings.positive_int(rounds, "rounds", 4)
+    etas, ps, seeds = _settings.positive(etas, "etas"), _settings.probabilities(ps, "ps"), _settings.seeds(seeds)
+    if start not in ("zero", "optimum"):
+        raise ValueError(f"start must be 'zero' or 'optimum', got {start!r}")
     runs = pd.DataFrame([(int(s), float(e), float(p)) for p in ps for e in etas for s in seeds],
                         columns=["seed", "eta", "p"])
     n, d, T = task.n, task.dim, int(rounds)
@@ -424,8 +439,10 @@ def one_round_monte_carlo(task: QuadraticTask, *, p: float, t0: int, draws: int,
     an upper bound; (1-p)/(n^2 p) sum_i ||...||^2 for U-MIFA, exact)."""
     from flkit import aggregate, fl
     n, d = task.n, task.dim
-    if t0 < 1:
-        raise ValueError(f"t0 must be >= 1 (rounds of MIFA before the Monte Carlo round), got {t0}")
+    _settings.positive_int(t0, "t0 (rounds of MIFA before the Monte Carlo round)")
+    _settings.positive_int(draws, "draws", 2)
+    _settings.probabilities(p, "p")
+    _settings.positive(eta, "eta")
     mask = bernoulli_masks([seed], p, t0, n)
     res = fl.run(task, {"mifa": fl.Algorithm(aggregate.MIFA(), lr=eta, local_lr=eta)}, seeds=[seed], rounds=t0,
                  availability={seed: mask[0].numpy()}, every=t0)
@@ -469,6 +486,10 @@ def table_error_growth(ps, *, rounds: int, runs: int, n: int = 10, seed: int = 0
     first one. Rows per p and round: "log10_median_err" (median over runs x clients; literal rule),
     "predicted_log10" (t p log10|1/p - 1|), "saga_frac_nonzero" (fraction of SAGA entries not yet exact)."""
     from flkit import aggregate
+    ps = _settings.probabilities(ps, "ps")
+    _settings.positive_int(rounds, "rounds")
+    _settings.positive_int(runs, "runs")
+    _settings.positive_int(n, "n")
     frames = []
     for p in ps:
         mask = bernoulli_masks(list(range(seed, seed + runs)), p, rounds, n)
@@ -494,6 +515,11 @@ def step_size_sweep(task: QuadraticTask, methods: Sequence[str], *, eta_L, seeds
     replacement (p_i = b/n), for `rounds` rounds from w_0 = 0. "stable" = 1 when the run never diverged and
     ends with ||grad f||^2 <= tol x its initial value (a bounded but non-converging orbit does not count);
     "final_ratio" = final / initial ||grad f||^2 (-1: diverged)."""
+    eta_L, seeds = _settings.positive(eta_L, "eta_L"), _settings.seeds(seeds)
+    _settings.positive_int(rounds, "rounds")
+    _settings.positive(tol, "tol")
+    if not 1 <= _settings.positive_int(b, "b") <= task.n:
+        raise ValueError(f"b (clients per round) must lie in [1, {task.n}], got {b}")
     runs = pd.DataFrame([(int(s), float(e)) for e in eta_L for s in seeds], columns=["seed", "eta_L"])
     n = task.n
     mask = uniform_k_masks(runs["seed"].tolist(), b, rounds, n)
@@ -516,6 +542,14 @@ def rounds_to_epsilon(task: QuadraticTask, method: str, *, eta_L, seeds, max_rou
     The runs stop at stop_factor x the first round by which the median seed of some step size has hit.
     Rows: "hit_round" (-1: not within the rounds run) and "client_updates" (client gradients computed
     until then) per run."""
+    eta_L, seeds = _settings.positive(eta_L, "eta_L"), _settings.seeds(seeds)
+    _settings.positive_int(max_rounds, "max_rounds")
+    if not 0 < eps_rel < 1:
+        raise ValueError(f"eps_rel (target relative to the initial {metric}) must lie in (0, 1), got {eps_rel}")
+    if not 1 <= _settings.positive_int(b, "b") <= task.n:
+        raise ValueError(f"b (clients per round) must lie in [1, {task.n}], got {b}")
+    if not stop_factor >= 1:
+        raise ValueError(f"stop_factor must be >= 1 (a multiple of the first median hit), got {stop_factor}")
     runs = pd.DataFrame([(int(s), float(e)) for e in eta_L for s in seeds], columns=["seed", "eta_L"])
     n = task.n
     w0 = torch.zeros(1, task.dim, dtype=torch.float64)
@@ -559,12 +593,21 @@ PROFILES = {
 }
 
 
-def profile(page: str, name: str) -> dict:
-    """The settings of notebook `page` ("quadratic", "theory", "logistic") under profile `name`; a clear
-    error names the allowed values."""
+def profile(page: str, name: str, **overrides) -> dict:
+    """The settings of notebook `page` ("quadratic", "theory", "logistic") under profile `name`, with the
+    top-level settings given in `overrides` (the notebook's parameters; None keeps the profile's value),
+    all checked before any work (`flkit.papers.availability.settings.check_profile`: rounds >= 1, seeds
+    non-empty and distinct, probabilities in (0, 1], step sizes > 0, momentum in [0, 1), and a number of
+    rounds for every p); a clear error names the bad value and the allowed ones."""
     if page not in PROFILES:
         raise ValueError(f"unknown page {page!r}; choose one of {sorted(PROFILES)}")
     if name not in PROFILES[page]:
         raise ValueError(f"unknown profile {name!r} for the {page} page; choose one of {sorted(PROFILES[page])}")
     import copy
-    return copy.deepcopy(PROFILES[page][name])
+    where = f"{page} profile {name!r}"
+    cfg = _settings.with_overrides(copy.deepcopy(PROFILES[page][name]), overrides, where)
+    if "p_values" in cfg:
+        missing = [p for p in cfg["p_values"] if p not in cfg["rounds"]]
+        if missing:
+            raise ValueError(f"{where}: rounds has no entry for p = {missing} (give a dict p -> rounds)")
+    return cfg

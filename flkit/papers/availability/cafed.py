@@ -62,6 +62,7 @@ import pandas as pd
 import torch
 
 from flkit import aggregate, fl, models, participation, sample
+from flkit.papers.availability import settings
 from flkit.seeding import rng
 from flkit.tasks import EngineTask
 
@@ -123,11 +124,13 @@ PROFILES = {
 }
 
 
-def profile(name: str) -> dict:
-    """The page's settings under profile `name` ("smoke", "reduced", "paper"); a ValueError names the allowed ones."""
+def profile(name: str, **overrides) -> dict:
+    """The page's settings under profile `name` ("smoke", "reduced", "paper"); a ValueError names the allowed
+    ones. `overrides` replace top-level settings (None keeps the profile's), and every setting is checked
+    before any work (`settings.check_profile`: rounds >= 1, seeds non-empty, probabilities in (0, 1], ...)."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
-    return copy.deepcopy(PROFILES[name])
+    return settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, f"cafed profile {name!r}")
 
 
 def readme_table() -> pd.DataFrame:
@@ -353,6 +356,8 @@ def run_experiment(cl: Clients, lrs: dict, rounds: int, seeds: Sequence[int], be
     (metric test_acc, client = -1) and, per client, the rounds it was available
     (metric available_rounds) and the rounds in which it was aggregated (aggregated_rounds) and the
     total weight it received (weight_sum), at round = rounds."""
+    rounds, seeds = settings.positive_int(rounds, "rounds"), settings.seeds(seeds)
+    settings.positive_int(batch_size, "batch_size")
     task = make_task(cl, batch_size)
     masks = {int(s): participation.markov(cl.pi, rounds, int(s), lam=cl.lam) for s in seeds}
     res = fl.run(task, algorithms(cl, lrs, rounds, beta, methods=methods), seeds=list(seeds), rounds=rounds,
@@ -474,7 +479,10 @@ def share_check(pi, lam, rounds: int, seeds: Sequence[int], groups=None, alpha=N
     \sum_t\sum_j q_j 1[j\in A_t]`; per group of clients (``groups``: one label per client, default their
     pi) the sum of their shares: mean over seeds, standard error, and the predicted sum of p_i. Rules:
     ``"q = alpha"`` and ``"q = alpha/pi"``; alpha uniform unless given."""
-    pi, lam = np.asarray(pi, dtype=float), np.asarray(lam, dtype=float)
+    pi, lam = settings.probabilities(pi, "pi"), np.asarray(lam, dtype=float)
+    rounds, seeds = settings.positive_int(rounds, "rounds"), settings.seeds(seeds)
+    if len(seeds) < 2:
+        raise ValueError(f"share_check needs at least 2 seeds (a standard error over seeds), got {seeds}")
     alpha = np.full(len(pi), 1 / len(pi)) if alpha is None else np.asarray(alpha, dtype=float)
     counts = np.stack([participation.markov(pi, rounds, int(s), lam=lam).sum(0) for s in seeds])  # (S, N)
     groups = np.array([f"pi={v:g}" for v in pi] if groups is None else [str(v) for v in groups])

@@ -35,6 +35,7 @@ import torch
 from scipy import optimize
 
 from flkit import aggregate, fl, participation
+from flkit.papers.availability import settings
 from flkit.seeding import rng
 from flkit.tasks import quadratic_task
 
@@ -83,11 +84,29 @@ PROFILES = {
 }
 
 
-def profile(name: str) -> dict:
-    """The page's settings under profile `name` ("smoke": seconds, for CI; "paper": the full checks)."""
+def profile(name: str, **overrides) -> dict:
+    """The page's settings under profile `name` ("smoke": seconds, for CI; "paper": the full checks).
+    `overrides` replace top-level settings (None keeps the profile's), and every setting is checked before
+    any work (`settings.check_profile`; the (pi, lambda) cases by `participation.transition_matrix`)."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
-    return copy.deepcopy(PROFILES[name])
+    cfg = settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, f"markov profile {name!r}")
+    for part in ("ac", "mixing"):
+        _check_cases(cfg[part]["cases"], f"markov profile {name!r}: {part}.cases")
+    return cfg
+
+
+def _check_cases(cases, where: str) -> None:
+    """Every (pi, lambda) is a chain: 0 < pi < 1 and lambda feasible for pi (`participation.transition_matrix`)."""
+    if not len(cases):
+        raise ValueError(f"{where} is empty: give at least one (pi, lambda)")
+    for pi, lam in cases:
+        if not 0 < pi < 1:
+            raise ValueError(f"{where}: pi must lie in (0, 1), got {pi!r}")
+        try:
+            participation.transition_matrix(pi, lam=lam)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
 
 
 # ================================================================================================
@@ -110,6 +129,10 @@ def autocorrelation_check(cases, lags, rounds: int, chains: int, seed: int = 0) 
     :func:`flkit.participation.markov`; per lag s the unbiased estimate (known :math:`\pi`) of the lag-s
     autocorrelation per chain, its mean over chains and the standard error of that mean (spread over
     chains / sqrt(chains)), beside :math:`\lambda^s` and the closed form from :math:`P^s`."""
+    rounds, chains = settings.positive_int(rounds, "rounds"), settings.positive_int(chains, "chains", 2)
+    _check_cases(cases, "cases")
+    if not len(lags) or any(not isinstance(s, (int, np.integer)) or not 1 <= s < rounds for s in lags):
+        raise ValueError(f"lags must be ints in [1, rounds) = [1, {rounds}), got {list(lags)}")
     rows = []
     for k, (pi, lam) in enumerate(cases):
         mask = participation.markov(np.full(chains, pi), rounds, _stream(seed, "ac", k), lam=lam)
@@ -139,6 +162,10 @@ def mixing_check(cases, steps: int, rounds: int, chains: int, seed: int = 0) -> 
     r"""Mixing from a known state, measured on stationary masks: among the chains inactive at round 0,
     the fraction active at round t estimates :math:`P(X_t = 1 \mid X_0 = 0) = \pi(1 - \lambda^t)`, so
     :math:`\hat\mu_t - \pi` estimates the signed distance :math:`-\pi\lambda^t` (TV = its modulus)."""
+    steps, chains = settings.positive_int(steps, "steps", 0), settings.positive_int(chains, "chains")
+    if settings.positive_int(rounds, "rounds") <= steps:
+        raise ValueError(f"rounds must exceed steps ({steps}) to see round `steps`, got {rounds}")
+    _check_cases(cases, "cases")
     rows = []
     for k, (pi, lam) in enumerate(cases):
         mask = participation.markov(np.full(chains, pi), rounds, _stream(seed, "mixing", k), lam=lam)
@@ -280,6 +307,7 @@ def theorem1_sample(problems: int, seed: int = 0) -> pd.DataFrame:
     {1.5, 2, 5, 10}, :math:`\alpha \sim` Dirichlet(1), p a random mix of :math:`\alpha` and a Dirichlet(1)
     draw, and w either :math:`w_B^*` (the optimization term vanishes) or :math:`w_B^* + r z`
     (z uniform on the sphere, r log-uniform in [1e-3, 10]). Stream rng(seed, "theorem1")."""
+    settings.positive_int(problems, "problems")
     g = rng(seed, "theorem1")
     rows = []
     for i in range(problems):
@@ -364,6 +392,8 @@ def theorem1_search(N: int, d: int, kappa: float, starts: int, seed: int = 0, ma
 def search_table(cases, starts: int, maxiter: int, seed: int = 0) -> pd.DataFrame:
     """:func:`theorem1_search` for every (N, d, kappa) case, as a tidy table (round 0; metrics ratio,
     chi2, gamma, and alpha / p per client)."""
+    settings.positive_int(starts, "starts")
+    settings.positive_int(maxiter, "maxiter")
     rows = []
     for N, d, kappa in cases:
         r = theorem1_search(N, d, kappa, starts, seed, maxiter)
@@ -431,6 +461,8 @@ def lambda_sweep(cfg: dict, seeds) -> pd.DataFrame:
     the same :math:`\pi` and :math:`\lambda`; one method per :math:`\lambda`, all through one `fl.run`.
     Returns the seed-mean of :math:`F(w_t) - F^*` (metric "gap") with its standard error, and the final
     values per seed (metric "final_gap", column seed)."""
+    settings.check_profile(cfg, "lambda_sweep settings")
+    seeds = settings.seeds(seeds)
     task = quadratic_task(n=cfg["n"], dim=cfg["dim"], seed=0)
     N, T, pi = task.num_clients, cfg["rounds"], cfg["pi"]
     algs = {f"{lam:g}": _unbiased(np.full(N, pi), cfg["eta0"], cfg["a"],
@@ -496,6 +528,8 @@ def exclusion_runs(cfg: dict, seeds, problem_seed: int) -> pd.DataFrame:
     excluded clients. Records, per strategy (seed-mean and standard error): "total" :math:`F(w_t) - F^*`,
     "opt" :math:`F_B(w_t) - F_B^*`, and the constant "bias" :math:`F(w_B^*) - F^*`, plus Theorem 1's
     :math:`\chi^2_{\alpha\|p}` ("chi2")."""
+    settings.check_profile(cfg, "exclusion settings")
+    seeds = settings.seeds(seeds)
     task, pi, lam, types = exclusion_problem(cfg, problem_seed)
     N, T = task.num_clients, cfg["rounds"]
     masks = {}
@@ -542,6 +576,8 @@ def step_sums(exps, T: int, checkpoints=None, chunk: int = 1_000_000) -> pd.Data
     r"""Partial sums :math:`S_1(T) = \sum_{t\le T} t^{-a}` and :math:`S_2(T) = \sum_{t\le T} \ln(t)\, t^{-2a}`
     (the two sums of eq. (11) with :math:`\eta_t = t^{-a}`) at the checkpoints (default 10, 100, ..., T),
     accumulated in float64 chunks."""
+    settings.positive_int(T, "T", 10)
+    settings.positive_int(chunk, "chunk")
     checkpoints = sorted(checkpoints or [10 ** k for k in range(1, int(round(math.log10(T))) + 1)])
     rows = []
     for a in exps:

@@ -46,6 +46,7 @@ import torch
 from torch import Tensor
 
 from flkit import participation
+from flkit.papers.availability import settings
 from flkit.seeding import rng
 
 __all__ = [
@@ -89,11 +90,21 @@ PROFILES = {
 }
 
 
-def profile(name: str) -> dict:
-    """The page's settings under profile `name` ("smoke": seconds, for CI; "paper": the full page)."""
+def profile(name: str, **overrides) -> dict:
+    """The page's settings under profile `name` ("smoke": seconds, for CI; "paper": the full page).
+    `overrides` replace top-level settings (None keeps the profile's), and every setting is checked before
+    any work (`settings.check_profile`; burn_in < rounds, per_round <= clients)."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
-    return copy.deepcopy(PROFILES[name])
+    where = f"sampling profile {name!r}"
+    cfg = settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, where)
+    if cfg["objective"]["burn_in"] >= cfg["objective"]["rounds"]:
+        raise ValueError(f"{where}: objective.burn_in ({cfg['objective']['burn_in']}) must be < objective.rounds "
+                         f"({cfg['objective']['rounds']})")
+    if cfg["topk"]["per_round"] > cfg["topk"]["clients"]:
+        raise ValueError(f"{where}: topk.per_round ({cfg['topk']['per_round']}) must be <= topk.clients "
+                         f"({cfg['topk']['clients']})")
+    return cfg
 
 
 # ================================================================================================
@@ -154,6 +165,7 @@ def inclusion_monte_carlo(pi, N: int, rounds: int, seed: int) -> tuple[np.ndarra
     selection ``participation.k_among_available(mask, N, seed)`` (its own "selection" stream). Returns the
     frequencies (M,) and their standard errors sqrt(f (1 - f) / rounds) (rounds are independent)."""
     p = np.asarray([float(v) for v in pi])
+    settings.positive_int(rounds, "rounds")
     mask = participation.bernoulli(p, rounds, seed)
     chosen = participation.k_among_available(mask, N, seed)
     f = chosen.mean(0)
@@ -195,6 +207,10 @@ def objective_check(pi, N: int, b, *, rounds: int, burn_in: int, lr: float, seed
     averaged over rounds burn_in..rounds (columns method, seed, coord, value)."""
     from flkit import aggregate, fl, sample
     pi_f = [float(v) for v in pi]
+    rounds, seeds = settings.positive_int(rounds, "rounds"), settings.seeds(seeds)
+    if not 0 <= settings.positive_int(burn_in, "burn_in", 0) < rounds:
+        raise ValueError(f"burn_in must lie in [0, rounds) = [0, {rounds}), got {burn_in}")
+    settings.positive(lr, "lr")
     task = quadratic_clients_task(b)
     incl = participation.inclusion_probability(pi_f, N)
     algs = {"q=1": fl.Algorithm(aggregate.FedAvg(), sampler=sample.UniformK(N), lr=lr),
@@ -315,6 +331,8 @@ def scheme_monte_carlo(sizes, N: int, scheme: str, *, runs: int, draws_per_run: 
     seed ``seed * 100_000 + r`` (its own "selection" stream)."""
     from flkit import sample
     _check_scheme(scheme)
+    settings.positive_int(runs, "runs")
+    settings.positive_int(draws_per_run, "draws_per_run")
     s = np.asarray(sizes, dtype=float)
     M = s.size
     N = _check_N(N, M)
@@ -563,7 +581,8 @@ def topk_experiment(cfg: dict, seeds: Sequence[int]) -> pd.DataFrame:
     relative top-k errors of the dense runs' uploads at every frac of cfg["error_fracs"] (metrics
     "error_update" / "error_model", averaged over the seeds' uploads of each round, seed -1)."""
     from flkit import aggregate, fl, sample
-    seeds = [int(s) for s in seeds]
+    settings.check_profile(cfg, "topk settings")
+    seeds = settings.seeds(seeds)
     task = _mnist_task(cfg, seeds[0], cfg["clients"], model=cfg["model"], steps=cfg["steps"])
     plan, algs = {}, {}
     for frac in cfg["fracs"]:
@@ -601,6 +620,7 @@ def inclusion_table(pi, Ns: Sequence[int], rounds: int, seed: int) -> pd.DataFra
     """Exact (`participation.inclusion_probability`) and Monte Carlo inclusion probabilities of every client
     for every N, with the standard error and z = (mc - exact) / se (NaN where se = 0). The Monte Carlo of N
     uses the seed ``seed * 1000 + N``."""
+    settings.positive_int(rounds, "rounds")
     rows = []
     for N in Ns:
         exact = participation.inclusion_probability(pi, N)

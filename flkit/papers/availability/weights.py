@@ -36,6 +36,7 @@ import torch
 
 from flkit import aggregate, fl, participation
 from flkit.datasets import QuadraticProblem, quadratic_clients
+from flkit.papers.availability import settings
 from flkit.seeding import rng
 from flkit.tasks import QuadraticTask
 
@@ -68,11 +69,13 @@ PROFILES = {
 }
 
 
-def profile(name: str) -> dict:
-    """The page's settings under profile `name` ("smoke": seconds, "paper": the page of the book)."""
+def profile(name: str, **overrides) -> dict:
+    """The page's settings under profile `name` ("smoke": seconds, "paper": the page of the book).
+    `overrides` replace top-level settings (None keeps the profile's), and every setting is checked before
+    any work (`settings.check_profile`: rounds >= 1, seeds non-empty, probabilities in (0, 1], ...)."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
-    return copy.deepcopy(PROFILES[name])
+    return settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, f"weights profile {name!r}")
 
 
 # The notes' worked example: three clients, alpha_i = 1/3, pi ~ (1/2, 1/6, 1), q = (2, 6, 1).
@@ -273,6 +276,7 @@ def aggregate_moments(pi, q, deltas, *, normalize: bool) -> tuple[np.ndarray, fl
 def monte_carlo_weights(pi, q, draws: int, seed: int, *, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
     """Mean of c(A) (N,) over `draws` Bernoulli(pi) patterns (flkit.participation.bernoulli, stream
     "participation" of `seed`) and its standard error (N,)."""
+    settings.positive_int(draws, "draws", 2)
     masks = participation.bernoulli(np.asarray(pi, dtype=float), draws, seed)
     C = _weights_of(masks, np.asarray(q, dtype=float), normalize)
     return C.mean(0), C.std(0, ddof=1) / math.sqrt(draws)
@@ -281,6 +285,7 @@ def monte_carlo_weights(pi, q, draws: int, seed: int, *, normalize: bool) -> tup
 def monte_carlo_aggregate(pi, q, deltas, draws: int, seed: int, *, normalize: bool) -> dict:
     """Monte Carlo of one aggregate: mean (d,) with standard errors (d,), and the total variance with its
     standard error (delta method on the sample of squared deviations)."""
+    settings.positive_int(draws, "draws", 2)
     masks = participation.bernoulli(np.asarray(pi, dtype=float), draws, seed)
     G = _weights_of(masks, np.asarray(q, dtype=float), normalize) @ np.asarray(deltas, dtype=float)
     m = G.mean(0)
@@ -361,6 +366,8 @@ def fairness_table(n: int, dim: int, seeds: int, sizes_sigma: float, mu: float, 
     r"""For data seeds 0..seeds-1: distance between the per-client and per-sample minimizers, the spread
     of the clients' optima, the total-variation distance between the two alphas, and each objective's
     excess at the other's minimizer. Closed forms only."""
+    settings.check_profile(dict(seeds=seeds, n=n, dim=dim, sizes_sigma=sizes_sigma, mu=mu, L=L,
+                                heterogeneity=heterogeneity), "fairness_table")
     rows = []
     for s in range(seeds):
         prob = quadratic_clients(n, dim, s, heterogeneity=heterogeneity, mu=mu, L=L)
@@ -406,6 +413,9 @@ def floor_runs(task: WeightedQuadratic, pi, etas, rounds: int, seeds) -> pd.Data
     """Every rule of :func:`floor_rules` at every step size, started at the target minimizer, Bernoulli(pi)
     availability: the mean of dist2_T over the second half of the rounds (one value per run), the exact
     expectation of that mean, and the exact stationary bias2 / variance."""
+    settings.positive(etas, "etas")
+    settings.probabilities(pi, "pi")
+    rounds, seeds = settings.positive_int(rounds, "rounds", 2), settings.seeds(seeds)
     rules = floor_rules(pi, task.alpha)
     algs = {f"{name} | eta={eta}": fl.Algorithm(rule, lr=eta) for eta in etas for name, (rule, _, _) in rules.items()}
     avail = lambda s: participation.bernoulli(pi, rounds, s)  # noqa: E731
@@ -452,6 +462,8 @@ def limit_runs(task: WeightedQuadratic, cases: dict, eta: float, rounds: int, se
     runs started at w = 0): squared distance of the final iterate to argmin F_T, to argmin F_B (the notes'
     p = pi q / sum pi q) and to argmin of the rule's exact effective weights, per seed, with the exact
     expectations beside them."""
+    settings.positive(eta, "eta")
+    rounds, seeds = settings.positive_int(rounds, "rounds"), settings.seeds(seeds)
     rows = []
     w_T = task.w_T.numpy()
     w0 = np.zeros(task.dim)
@@ -492,6 +504,8 @@ def one_aggregate_table(task: WeightedQuadratic, pi, draws: int, seed: int) -> p
     at :math:`w = w_T^\star`: exact bias :math:`\|\mathbb E G - \nabla F_T(w)\|^2` and variance
     :math:`\mathbb E\|G - \mathbb E G\|^2` by enumeration; Monte Carlo mean and variance with standard errors
     beside them (max |z| of the mean over coordinates; z of the variance)."""
+    settings.positive_int(draws, "draws", 2)
+    settings.probabilities(pi, "pi")
     rows = []
     for point, w in _points(task).items():
         D = task.problem.client_grads(torch.as_tensor(w)).numpy()
@@ -511,6 +525,7 @@ def one_aggregate_table(task: WeightedQuadratic, pi, draws: int, seed: int) -> p
 def spread_table(task: WeightedQuadratic, pi_mins) -> pd.DataFrame:
     """Exact bias2 and variance of one aggregate (as :func:`one_aggregate_table`) when the availabilities
     are linear_pi(N, pi_min), for each pi_min."""
+    settings.probabilities(pi_mins, "pi_mins")
     rows = []
     for pm in pi_mins:
         pi = linear_pi(task.n, pm)
@@ -543,6 +558,7 @@ def worked_example_table(draws: int, seed: int) -> pd.DataFrame:
     expected weights :math:`\pi_i q_i` (per unit :math:`\gamma_s`) for q = (2, 6, 1) and for
     :math:`q = \alpha/\pi`, and the normalized rule's exact effective weights (the same for both q: the
     normalized rule does not see the scale of q), each with its Monte Carlo mean and standard error."""
+    settings.positive_int(draws, "draws", 2)
     pi, q, alpha = EXAMPLE["pi"], EXAMPLE["q"], EXAMPLE["alpha"]
     q_ab = tuple(a / p for a, p in zip(alpha, pi))
     exact = {"notes' p_i": biased_weights(pi, q),
