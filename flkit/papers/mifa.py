@@ -59,7 +59,7 @@ import torch
 from torch import Tensor
 
 from flkit import aggregate, participation
-from flkit.papers.availability import settings as _settings
+from flkit.papers import settings as _settings
 from flkit.seeding import rng
 from flkit.tasks import (QuadraticTask, SoftmaxTask, quadratic_task, softmax_task,  # noqa: F401  (the chapter's tasks)
                          symmetric_quadratic)
@@ -596,7 +596,7 @@ PROFILES = {
 def profile(page: str, name: str, **overrides) -> dict:
     """The settings of notebook `page` ("quadratic", "theory", "logistic") under profile `name`, with the
     top-level settings given in `overrides` (the notebook's parameters; None keeps the profile's value),
-    all checked before any work (`flkit.papers.availability.settings.check_profile`: rounds >= 1, seeds
+    all checked before any work (`flkit.papers.settings.check_profile`: rounds >= 1, seeds
     non-empty and distinct, probabilities in (0, 1], step sizes > 0, momentum in [0, 1), and a number of
     rounds for every p); a clear error names the bad value and the allowed ones."""
     if page not in PROFILES:

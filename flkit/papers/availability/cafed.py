@@ -62,7 +62,7 @@ import pandas as pd
 import torch
 
 from flkit import aggregate, fl, models, participation, sample
-from flkit.papers.availability import settings
+from flkit.papers import settings
 from flkit.seeding import rng
 from flkit.tasks import EngineTask
 

@@ -35,7 +35,7 @@ import torch
 from scipy import optimize
 
 from flkit import aggregate, fl, participation
-from flkit.papers.availability import settings
+from flkit.papers import settings
 from flkit.seeding import rng
 from flkit.tasks import quadratic_task
 

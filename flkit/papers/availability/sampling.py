@@ -46,7 +46,7 @@ import torch
 from torch import Tensor
 
 from flkit import participation
-from flkit.papers.availability import settings
+from flkit.papers import settings
 from flkit.seeding import rng
 
 __all__ = [

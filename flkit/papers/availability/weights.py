@@ -36,7 +36,7 @@ import torch
 
 from flkit import aggregate, fl, participation
 from flkit.datasets import QuadraticProblem, quadratic_clients
-from flkit.papers.availability import settings
+from flkit.papers import settings
 from flkit.seeding import rng
 from flkit.tasks import QuadraticTask
 
