@@ -296,6 +296,11 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
             store.append((0, _record(track(w), diverged)))
 
     stop_rule = stop_when or all_hit_or_diverged
+    local = torch.empty(R, dtype=torch.long)        # each row's index within its algorithm
+    row_owner = torch.empty(R, dtype=torch.long)    # each row's algorithm
+    for j, a in enumerate(names):
+        local[rows_of[a]] = torch.arange(len(rows_of[a]))
+        row_owner[rows_of[a]] = j
     rec = set(range(0, rounds + 1, every)) | {rounds}
     rec_track = set(range(0, rounds + 1, track_every)) | {rounds}
     start, tic, last_ckpt = t0, time.perf_counter(), time.time()
@@ -332,11 +337,7 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
         pairs, delta = out[0], out[1].to(dtype)
         local_models = out[2] if len(out) > 2 else None
         pair_counts = counts[pairs[:, 0], pairs[:, 1]].to(dtype)
-        local = torch.empty(R, dtype=torch.long)
-        for a in names:
-            rows = rows_of[a]
-            local[rows] = torch.arange(len(rows))
-        owner = torch.tensor([names.index(x) for x in row_names])[pairs[:, 0]] if len(pairs) else pairs[:, 0]
+        owner = row_owner[pairs[:, 0]]
         w = w.clone()
         for j, a in enumerate(names):
             rows, alg = rows_of[a], algorithms[a]
