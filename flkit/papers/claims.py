@@ -1,0 +1,105 @@
+"""The book's one agreement rule and its claim checks.
+
+A number of ours agrees with the document's when the two lie within two combined standard errors,
+
+    |mean_ours - value_doc| <= 2 * sqrt(se_ours^2 + se_doc^2),
+
+se_ours the standard error of our mean over seeds (sd / sqrt(seeds)) and se_doc the document's (its "±"
+read as a standard deviation over its own seeds, divided by sqrt of their number); where a side has no
+spread (one seed, an exact value, a document number without ±), a stated absolute threshold takes the
+place of the missing part. A qualitative claim ("A beats B") is checked on our per-seed values the same
+way: confirmed when the difference exceeds two standard errors in the claimed direction, contradicted when
+it does so in the other direction, and "not testable at this scale" otherwise.
+
+Every check is a :class:`Check` (what, verdict, the numbers, the rule in words); :func:`frame` makes the
+page's table of checks.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["RULE", "Check", "se", "agree", "compare", "frame", "summary"]
+
+RULE = ("agrees when |ours - document| <= 2 combined standard errors (ours over seeds, the document's ± as an "
+        "sd over its seeds), else within a stated threshold where a side has no spread")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One claim check: `what` is checked, the `verdict` ("agrees", "differs", "confirmed", "contradicted",
+    "not testable at this scale"), the numbers compared and the `rule` applied."""
+    what: str
+    verdict: str
+    ours: float
+    reference: float
+    margin: float
+    rule: str
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict in ("agrees", "confirmed")
+
+
+def se(values) -> float:
+    """Standard error of the mean of per-seed values (0 for one value)."""
+    v = np.asarray(values, dtype=float).reshape(-1)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return math.nan
+    return float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0
+
+
+def agree(what: str, ours, reference: float, *, ref_sd: float | None = None, ref_n: int = 5,
+          threshold: float = 0.0) -> Check:
+    """Our per-seed values `ours` against the document's `reference` (± `ref_sd` over `ref_n` seeds).
+    margin = max(2 combined se, threshold)."""
+    v = np.asarray(ours, dtype=float).reshape(-1)
+    mean = float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
+    se_doc = 0.0 if ref_sd is None else float(ref_sd) / math.sqrt(ref_n)
+    margin = max(2.0 * math.hypot(se(v), se_doc), float(threshold))
+    if not math.isfinite(mean):
+        verdict = "not testable at this scale"
+    else:
+        verdict = "agrees" if abs(mean - float(reference)) <= margin else "differs"
+    rule = "|ours - document| <= max(2 combined se, %g)" % threshold
+    return Check(what, verdict, mean, float(reference), margin, rule)
+
+
+def compare(what: str, a, b, *, threshold: float = 0.0) -> Check:
+    """The claim "a >= b" on paired per-seed values: confirmed when mean(a - b) > 2 se of the paired
+    differences (and > -threshold), contradicted when mean(a - b) < -max(2 se, threshold), else not testable."""
+    d = np.asarray(a, dtype=float).reshape(-1) - np.asarray(b, dtype=float).reshape(-1)
+    d = d[np.isfinite(d)]
+    if d.size < 2:
+        return Check(what, "not testable at this scale", float(d.mean()) if d.size else math.nan, 0.0, math.nan,
+                     "needs at least two seeds")
+    mean, s = float(d.mean()), 2.0 * se(d)
+    margin = max(s, float(threshold))
+    if mean > s:
+        verdict = "confirmed"
+    elif mean < -margin:
+        verdict = "contradicted"
+    elif threshold > 0.0:
+        verdict = "confirmed"          # within the stated tie threshold
+    else:
+        verdict = "not testable at this scale"
+    rule = "mean paired difference vs 2 se of the differences" + (f" (tie allowed within {threshold:g})" if threshold else "")
+    return Check(what, verdict, mean, 0.0, margin, rule)
+
+
+def frame(checks: Iterable[Check]) -> pd.DataFrame:
+    """The page's table of checks."""
+    return pd.DataFrame([asdict(c) for c in checks])
+
+
+def summary(checks: Iterable[Check]) -> str:
+    """'k of n checks agree or are confirmed; j not testable at this scale.'"""
+    cs = list(checks)
+    ok = sum(c.ok for c in cs)
+    nt = sum(c.verdict == "not testable at this scale" for c in cs)
+    return f"{ok} of {len(cs)} checks agree or are confirmed" + (f"; {nt} not testable at this scale" if nt else "")

@@ -1,0 +1,1 @@
+"""Chapter code for document 000 (FedAU): one module per page."""
