@@ -53,7 +53,8 @@ class Algorithm:
     available client trains); lr: the server step size eta; local_lr: the clients' step size (None: the
     task's own); availability: None (the experiment's masks), "all" (every client every round, e.g. FedGD),
     a callable seed -> (T, N) bool, or a dict seed -> (T, N) (the algorithm's own participation process);
-    p: the participation probabilities this algorithm's server knows (float, (N,)), default the run's."""
+    p: the participation probabilities this algorithm's server knows (float, (N,), or per seed: a dict
+    seed -> (N,) or a callable seed -> (N,)), default the run's."""
     aggregator: object
     sampler: object | None = None
     lr: float = 1.0
@@ -154,9 +155,13 @@ def _mask_of(spec, seed: int, T: int, N: int) -> Tensor:
     return m[:T]
 
 
-def _p_row(p, N: int, dtype) -> Tensor | None:
+def _p_row(p, seed: int, N: int, dtype) -> Tensor | None:
     if p is None:
         return None
+    if isinstance(p, Mapping) or callable(p):          # the seed's own probabilities (its own split)
+        if isinstance(p, Mapping) and seed not in p:
+            raise ValueError(f"p has no entry for seed {seed}")
+        p = p[seed] if isinstance(p, Mapping) else p(seed)
     v = torch.as_tensor(np.asarray(p, dtype=float), dtype=dtype)
     v = v.expand(N) if v.dim() == 0 else v
     if v.shape != (N,) or not bool(((v > 0) & (v <= 1)).all()):
@@ -213,7 +218,8 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
 
     seeds: a list (the same for every algorithm) or a dict name -> list. availability: None (everyone,
     every round), a callable seed -> (T, N) bool, or a dict seed -> (T, N). p: the participation
-    probabilities the server knows (float, (N,)); an Algorithm's own ``p`` wins. w0: the initial model,
+    probabilities the server knows (float, (N,), or per seed: dict seed -> (N,) or callable seed -> (N,));
+    an Algorithm's own ``p`` wins. w0: the initial model,
     (d,) or (R, d) in row order (default: ``task.init_params(seeds)`` when the task has it, else zeros). every: metrics are recorded at rounds 0, every, 2 every,
     ..., rounds. target: (metric, eps): the first round with metric <= eps is each run's hit round; with
     ``stop_early`` the loop ends when ``stop_when(hit (R,), diverged (R,), t)`` is true (default: every run
@@ -250,7 +256,8 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
     masks = torch.stack([shared[s] if algorithms[a].availability is None
                          else _mask_of(algorithms[a].availability, s, rounds, N)
                          for a, s in zip(row_names, row_seeds)])                         # (R, T, N)
-    p_rows = [_p_row(algorithms[a].p if algorithms[a].p is not None else p, N, dtype) for a in row_names]
+    p_rows = [_p_row(algorithms[a].p if algorithms[a].p is not None else p, s, N, dtype)
+              for a, s in zip(row_names, row_seeds)]
     p_all = torch.stack(p_rows) if all(v is not None for v in p_rows) else None
     sizes = getattr(task, "sizes", None)
     sizes = None if sizes is None else torch.as_tensor(np.asarray(sizes), dtype=torch.float64).expand(R, N)

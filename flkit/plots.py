@@ -17,9 +17,22 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-__all__ = ["curves", "reference_table", "save", "smooth_ema", "smooth_window"]
+__all__ = ["curves", "figure", "reference_table", "save", "smooth_ema", "smooth_window"]
 
 UNIT_COLUMNS = ("run_key", "run", "seed")  # columns that tell the runs of one curve apart
+
+
+BOOK_RC = {"font.size": 9, "axes.titlesize": 9.5, "axes.labelsize": 9, "legend.fontsize": 8.5,
+           "xtick.labelsize": 8.5, "ytick.labelsize": 8.5, "figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3}
+
+
+def figure(rows: int = 1, cols: int = 1, *, width: float = 7.0, row_height: float = 2.7, **kw):
+    """A figure in the book's style, sized for its text column (about 750 px): at most three panels in a
+    row (more raise ValueError: use a grid), fonts of 8.5-9.5 pt. Returns (fig, axes) as plt.subplots."""
+    if cols > 3:
+        raise ValueError(f"at most 3 panels in a row are legible at the book's width, got cols={cols}; use rows")
+    plt.rcParams.update(BOOK_RC)
+    return plt.subplots(rows, cols, figsize=(width, row_height * rows), layout="constrained", squeeze=False, **kw)
 
 
 # --------------------------------------------------------------------------------------------------

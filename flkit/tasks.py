@@ -44,7 +44,8 @@ class EngineTask:
     Minibatches of client i in round t of a run with seed s come from ``torch_gen(s, stream)`` on the data's
     device, ``stream`` formatted with t and client (default ``"batch/{t}/{client}"``).
     Metrics: test loss and accuracy (and per-class accuracy "test_acc_class/<c>" with ``per_class``) of
-    every run's global model. The initial model of a run with seed s is the model's init under
+    every run's global model; with ``train_metrics`` also "train_loss" and "train_acc" on the whole training
+    set (x, y), as FedAU's code reports them. The initial model of a run with seed s is the model's init under
     ``torch_gen(s, "init")``, extras 0."""
     model: nn.Module
     x: Tensor
@@ -70,6 +71,7 @@ class EngineTask:
     stream: str = "batch/{t}/{client}"
     split_by: str = "seed"
     per_class: int | None = None
+    train_metrics: bool = False
     eval_batch_size: int = 1024
     chunk: int = 512
     log: object = print
@@ -240,6 +242,9 @@ class EngineTask:
         params = self.unflatten(w)
         loss, acc = engine.evaluate(self.model, params, self.x_test, self.y_test, batch_size=self.eval_batch_size)
         out = {"test_loss": loss, "test_acc": acc}
+        if self.train_metrics:
+            tl, ta = engine.evaluate(self.model, params, self.x, self.y, batch_size=self.eval_batch_size)
+            out |= {"train_loss": tl, "train_acc": ta}
         if self.per_class:
             pc = engine.per_class_accuracy(self.model, params, self.x_test, self.y_test, self.per_class,
                                            batch_size=self.eval_batch_size)

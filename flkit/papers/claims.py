@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["RULE", "Check", "se", "agree", "compare", "frame", "summary"]
+__all__ = ["RULE", "Check", "se", "agree", "compare", "close", "frame", "summary"]
 
 RULE = ("agrees when |ours - document| <= 2 combined standard errors (ours over seeds, the document's ± as an "
         "sd over its seeds), else within a stated threshold where a side has no spread")
@@ -90,6 +90,26 @@ def compare(what: str, a, b, *, threshold: float = 0.0) -> Check:
         verdict = "not testable at this scale"
     rule = "mean paired difference vs 2 se of the differences" + (f" (tie allowed within {threshold:g})" if threshold else "")
     return Check(what, verdict, mean, 0.0, margin, rule)
+
+
+def close(what: str, a, b, *, threshold: float) -> Check:
+    """The claim "a is close to b" on paired per-seed values: confirmed when the mean difference and two
+    standard errors around it lie within +-threshold, contradicted when |mean| - 2 se > threshold, else not
+    testable at this scale."""
+    d = np.asarray(a, dtype=float).reshape(-1) - np.asarray(b, dtype=float).reshape(-1)
+    d = d[np.isfinite(d)]
+    rule = f"|mean paired difference| + 2 se <= {threshold:g} (confirmed), - 2 se > {threshold:g} (contradicted)"
+    if d.size < 2:
+        return Check(what, "not testable at this scale", float(d.mean()) if d.size else math.nan, 0.0, math.nan,
+                     "needs at least two seeds")
+    mean, s = float(d.mean()), 2.0 * se(d)
+    if abs(mean) + s <= threshold:
+        verdict = "confirmed"
+    elif abs(mean) - s > threshold:
+        verdict = "contradicted"
+    else:
+        verdict = "not testable at this scale"
+    return Check(what, verdict, mean, 0.0, s, rule)
 
 
 def frame(checks: Iterable[Check]) -> pd.DataFrame:

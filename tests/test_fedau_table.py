@@ -1,0 +1,129 @@
+"""FedAU's main table and cutoff study (flkit.papers.fedau.table): settings, the document's numbers, the
+runs' independence from their batch, and the claim checks."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from flkit import aggregate, fl
+from flkit.papers import claims
+from flkit.papers.fedau import table as T
+
+
+def test_profiles_and_errors():
+    s = T.profile("paper")
+    assert (s["clients"], s["rounds"], s["local_steps"], s["batch"], s["seeds"]) == (250, 10000, 5, 16, [1, 2, 3, 4, 5])
+    assert T.model_name(s) == "fedau_fmnist" and T.model_name(T.profile("paper", dataset="cifar10")) == "fedau_cifar10"
+    assert len(T.configs(s)) == 7 * 3 * 5
+    for bad, msg in [(dict(rounds=0), "rounds"), (dict(dataset="mnist"), "dataset"), (dict(patterns=["x"]), "patterns"),
+                     (dict(seeds=[1, 1]), "repeated"), (dict(window=20000), "window"), (dict(p_min=1.5), "p_min")]:
+        with pytest.raises(ValueError, match=msg):
+            T.profile("paper", **bad)
+    with pytest.raises(ValueError, match="unknown profile"):
+        T.profile("papr")
+
+
+def test_step_sizes_are_the_readme_pairs():
+    assert {m: (g, e) for m, (_, _, g, e) in T.METHODS.items()} == {
+        "FedAU (K = inf)": (0.1, 1.0), "FedAU (K = 50)": (0.1, 1.0), "Average participating": (0.0562, 1.78),
+        "Average all": (0.1, 10.0), "FedVarp": (0.0562, 1.0), "MIFA": (0.0562, 1.0), "Known p": (0.0562, 1.0)}
+    assert T.rule("fedau", 50) == aggregate.FedAU(50) and isinstance(T.rule("known_p"), aggregate.KnownP)
+
+
+def test_reference_is_the_documents_table():
+    r = T.REFERENCE
+    assert len(r) == 3 * 7 * 4 * 2 and not r.duplicated(["pattern", "method", "dataset", "split"]).any()
+    pick = lambda *k: r[(r.pattern == k[0]) & (r.method == k[1]) & (r.dataset == k[2]) & (r.split == k[3])]  # noqa: E731
+    assert tuple(pick("cyclic", "MIFA", "cifar10", "test")[["mean", "sd"]].iloc[0]) == (70.6, 1.1)
+    assert tuple(pick("bernoulli", "FedAU (K = 50)", "cinic10", "train")[["mean", "sd"]].iloc[0]) == (66.7, 0.3)
+    assert tuple(pick("markov", "Known p", "svhn", "test")[["mean", "sd"]].iloc[0]) == (88.6, 0.2)
+
+
+def test_cutoff_runs_reuse_the_table_runs():
+    s = T.profile("reduced")
+    table_keys = {repr(sorted(c.items())) for c in T.configs(s)}
+    cut = [c for c in T.configs(s, study="cutoff") if c["p_min"] == s["p_min"] and c["K"] in (50, None)]
+    assert cut and all(repr(sorted(c.items())) in table_keys for c in cut)
+
+
+def test_corollary4_K():
+    assert T.corollary4_K(0.02, 1000) == pytest.approx(math.log(1000) / (-2 * math.log(0.98)), rel=1e-12)
+    # (1 - p)^(2K) = 1/T at Corollary 4's K
+    assert (1 - 0.05) ** (2 * T.corollary4_K(0.05, 5000)) == pytest.approx(1 / 5000, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory):
+    s = T.profile("smoke", patterns=["bernoulli"], seeds=[1, 2], rounds=6, eval_every=3, window=3)
+    root = tmp_path_factory.mktemp("fedau")
+    return s, root, T.sweep(s, root=root, progress=False, device="cpu")
+
+
+def test_a_run_does_not_depend_on_its_batch(smoke_runs):
+    s, root, df = smoke_runs
+    c = next(c for c in T.configs(s) if c["method"] == "Known p" and c["seed"] == 2)
+    alone = T.run_batch([c], "cpu")[0]
+    together = df[(df.method == "Known p") & (df.seed == 2)][["round", "metric", "value"]].reset_index(drop=True)
+    a = alone.sort_values(["metric", "round"]).value.to_numpy()
+    b = together.sort_values(["metric", "round"]).value.to_numpy()
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert set(alone.metric) == {"test_loss", "test_acc", "train_loss", "train_acc"}
+
+
+def test_stored_runs_are_read_back(smoke_runs):
+    s, root, df = smoke_runs
+    again = T.sweep(s, root=root, progress=False, compute_missing=False)
+    assert again.attrs == {"computed": 0, "stored": len(T.configs(s))}
+    with pytest.raises(RuntimeError, match="not stored"):
+        T.sweep(T.profile("smoke", seeds=[7], patterns=["bernoulli"]), root=root, progress=False, compute_missing=False)
+
+
+def _frame(per_seed: dict, s) -> pd.DataFrame:
+    rows = [dict(pattern=p, method=m, K=None, p_min=0.02, seed=k, round=s["rounds"], metric="test_acc", value=v / 100)
+            for (p, m), vals in per_seed.items() for k, v in enumerate(vals)]
+    return pd.DataFrame(rows)
+
+
+def test_checks_follow_the_rule():
+    s = T.profile("smoke", patterns=["bernoulli"])
+    base = np.array([80.0, 81.0, 79.5, 80.5, 80.2])
+    df = _frame({("bernoulli", "FedAU (K = inf)"): base, ("bernoulli", "FedAU (K = 50)"): base - 2.0,
+                 ("bernoulli", "Average participating"): base - 3.0 + np.array([0.1, -0.1, 0.2, 0.0, -0.2]),
+                 ("bernoulli", "Average all"): base + np.array([1.0, -1.0, 0.5, -0.5, 0.1]),
+                 ("bernoulli", "Known p"): base - 0.1}, s)
+    got = {c.what.split(": ", 1)[1]: c.verdict for c in T.checks(df, s)}
+    assert got == {"FedAU (K = inf) >= Average participating": "confirmed",
+                   "FedAU (K = inf) >= Average all": "not testable at this scale",
+                   "FedAU (K = inf) within 1 point of known p": "confirmed",
+                   "FedAU (K = 50) >= FedAU (K = inf)": "contradicted"}
+
+
+def test_claims_rule():
+    c = claims.agree("x", [77.0, 77.5, 76.8, 77.2, 77.1], 77.1, ref_sd=0.4)
+    assert c.verdict == "agrees" and c.margin == pytest.approx(2 * math.hypot(claims.se([77.0, 77.5, 76.8, 77.2, 77.1]),
+                                                                               0.4 / math.sqrt(5)))
+    assert claims.agree("x", [70.0, 70.1, 69.9], 77.1, ref_sd=0.4).verdict == "differs"
+    assert claims.compare("a", [1, 2, 3], [0, 1, 2]).verdict == "confirmed"          # differences all 1, se 0
+    assert claims.compare("a", [1], [0]).verdict == "not testable at this scale"
+    assert claims.close("a", [1.0, 1.1, 0.9], [1.0, 1.0, 1.0], threshold=0.5).verdict == "confirmed"
+    assert claims.close("a", [3.0, 3.1, 2.9], [1.0, 1.0, 1.0], threshold=0.5).verdict == "contradicted"
+
+
+def test_p_per_seed_reaches_the_rule():
+    """fl.run's p given per seed: each run's KnownP divides by its own seed's p."""
+    from flkit.tasks import QuadraticTask, quadratic_task  # noqa: F401
+    task = quadratic_task(n=6, dim=3, seed=0)
+    mask = {s: np.ones((3, 6), dtype=bool) for s in (0, 1)}
+    p = {0: np.full(6, 0.5), 1: np.full(6, 0.25)}
+    both = fl.run(task, {"k": fl.Algorithm(aggregate.KnownP(), lr=0.1)}, seeds=[0, 1], rounds=3, availability=mask, p=p)
+    for s in (0, 1):
+        one = fl.run(task, {"k": fl.Algorithm(aggregate.KnownP(), lr=0.1)}, seeds=[s], rounds=3, availability=mask,
+                     p=p[s])
+        torch.testing.assert_close(both.final_w[s], one.final_w[0])
+    assert not torch.allclose(both.final_w[0], both.final_w[1])
+    with pytest.raises(ValueError, match="no entry for seed 1"):
+        fl.run(task, {"k": fl.Algorithm(aggregate.KnownP())}, seeds=[0, 1], rounds=1, availability=mask, p={0: p[0]})
