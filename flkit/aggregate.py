@@ -159,10 +159,10 @@ class FedAU:
     :math:`\omega_t^n` the mean of client n's participation intervals recorded before round t, an
     absence of K rounds recorded as an interval of K (the cutoff; ``K=None``: no cutoff).
 
-    As in the authors' code (IBM/fedau, main.py): :math:`\omega = 1` until the first interval is recorded
-    (Algorithm 2 writes :math:`\omega_0 = 1` and records the first interval one round later; the two
-    agree from then on), and in each round the weight is read *before* that round's participation is
-    recorded. Per round and client: participated -> record the interval gap + 1, gap <- 0; else gap <- gap
+    As in the authors' code (IBM/fedau, main.py): :math:`\omega = 1` until the first interval is recorded,
+    and in each round the weight is read *before* that round's participation is recorded. This is also
+    Algorithm 2 as printed (its :math:`\omega_t^n` uses :math:`\mathbb I_0^n, \dots, \mathbb I_{t-1}^n` and
+    starts at :math:`\omega_0^n = 1`): the two agree in every round (tests/test_fedau_weights.py). Per round and client: participated -> record the interval gap + 1, gap <- 0; else gap <- gap
     + 1 and, when gap reaches K, record K and gap <- 0. O(1) scalars per client."""
     K: int | None = None
 

@@ -28,7 +28,7 @@ from flkit.papers.fedau import table  # noqa: E402
 EXIT_UNFINISHED = 75
 
 
-def main(argv=None) -> int:
+def _parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="reduced", choices=sorted(table.PROFILES))
     ap.add_argument("--study", default="all", choices=["table", "cutoff", "all"])
@@ -37,16 +37,22 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a setting of the profile (value read as YAML), e.g. --set dataset=cifar10")
     args = ap.parse_args(argv)
-    overrides = {}
+    args.overrides = {}
     for item in args.set:
         name, sep, value = item.partition("=")
         if not sep:
             ap.error(f"--set needs NAME=VALUE, got {item!r}")
-        overrides[name] = yaml.safe_load(value)
+        args.overrides[name] = yaml.safe_load(value)
     try:
-        s = table.profile(args.profile, **overrides)
+        args.settings = table.profile(args.profile, **args.overrides)
     except ValueError as e:
         ap.error(str(e))
+    return args
+
+
+def main(argv=None) -> int:
+    args = _parse(argv)
+    s = args.settings
     deadline = None if args.max_minutes is None else time.time() + 60 * args.max_minutes
     ckpt = table.store_for(s).root / "checkpoints"
     studies = ["table", "cutoff"] if args.study == "all" else [args.study]

@@ -30,7 +30,7 @@ import torch
 from flkit import aggregate, datasets, fl, models, participation, partition
 from flkit.papers import claims
 from flkit.papers.settings import positive_int, probabilities, seeds as check_seeds, with_overrides
-from flkit.seeding import resolve_device
+from flkit.seeding import resolve_device, rng
 from flkit.tasks import EngineTask
 
 __all__ = ["DATASETS", "PATTERNS", "METHODS", "PROFILES", "REFERENCE", "profile", "configs", "run_batch",
@@ -197,13 +197,15 @@ def split(c: Mapping, y: np.ndarray) -> tuple[partition.Partition, np.ndarray]:
 
 
 def mask(c: Mapping, p: np.ndarray) -> np.ndarray:
-    """(rounds, N) participation of the config's pattern, drawn from the seed's participation stream."""
-    T, seed = c["rounds"], c["seed"]
+    """(rounds, N) participation of the config's pattern, drawn from the seed's stream for that pattern
+    ("participation-<pattern>": one stream per pattern, since the Markov chain drawn from the Bernoulli
+    pattern's stream would repeat its random numbers one round later)."""
+    T, g = c["rounds"], rng(c["seed"], f"participation-{c['pattern']}")
     if c["pattern"] == "bernoulli":
-        return participation.bernoulli(p, T, seed)
+        return participation.bernoulli(p, T, g)
     if c["pattern"] == "markov":
-        return participation.markov(p, T, seed, x=c["markov_x"])
-    return participation.cyclic(p, T, seed, period=c["cycle"])
+        return participation.markov(p, T, g, x=c["markov_x"])
+    return participation.cyclic(p, T, g, period=c["cycle"])
 
 
 # --------------------------------------------------------------------------------------------- runs

@@ -1,0 +1,131 @@
+"""The owed-work ledger: runs at a document's scale that the book has not executed yet, each with the
+command that completes it, its progress (counted from the results stores, never typed in) and an
+estimate of the GPU minutes left. Whoever has a GPU pays the largest items first::
+
+    python -m flkit.owed            # the ledger, largest first
+    python -m flkit.owed --commands # only the commands, one per line
+
+Estimates come from measured throughput (the engine benchmark on an H100, ``results/benchmarks/``) and
+are stated per item; progress counts stored runs, so a partly paid item shrinks as its runs land.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+__all__ = ["Owed", "ledger", "frame", "main"]
+
+
+@dataclass(frozen=True)
+class Owed:
+    """One owed item: `runs` () -> (done, total) counted from the store; `minutes_per_run` the GPU estimate;
+    `needs` what besides a GPU it needs (data that cannot be had where the book is built)."""
+    id: str
+    document: str
+    item: str
+    page: str
+    command: str
+    runs: Callable[[], tuple[int, int]]
+    minutes_per_run: float
+    basis: str
+    needs: str = ""
+
+    def progress(self) -> tuple[int, int, float]:
+        done, total = self.runs()
+        return done, total, (total - done) * self.minutes_per_run
+
+
+def _fedau(study: str, **overrides) -> Callable[[], tuple[int, int]]:
+    def count():
+        from flkit.papers.fedau import table
+        s = table.profile("paper", **overrides)
+        store = table.store_for(s)
+        cs = table.configs(s, study=study)
+        if study == "cutoff":             # the runs the table already has are not owed twice
+            done_table = {repr(sorted(c.items())) for c in table.configs(s)}
+            cs = [c for c in cs if repr(sorted(c.items())) not in done_table]
+        return sum(store.done(c) for c in cs), len(cs)
+    return count
+
+
+def _cvar_table1() -> tuple[int, int]:
+    from flkit.papers import cvar
+    s = cvar.settings("fmnist", "paper")
+    store = cvar.store_for(s)
+    cs = cvar.run_configs(s)
+    return sum(store.done(c) for c in cs), len(cs)
+
+
+# FedAU: 35 runs of a pattern train together; the FedAU CIFAR-10 CNN trains at ~285k samples/s with 400
+# stacked models on an H100 (results/benchmarks/engine_h100.csv, fp32, grouped); a run is 10,000 rounds x
+# ~26 clients x 5 x 16 samples = 2.1e7 samples (74 s) plus evaluations on 70k images every 50 rounds
+# (~15 s): about 1.5 min per run.
+_FEDAU_MIN = 1.5
+ITEMS = [
+    Owed("fedau-table-paper", "000", "Main table: seven methods x three patterns x 5 seeds, the authors' CNN, "
+         "10,000 rounds (Fashion-MNIST stand-in)", "book/fedau/table",
+         "python scripts/fedau_sweep.py --profile paper --study table --device cuda --max-minutes 9",
+         _fedau("table"), _FEDAU_MIN, "engine benchmark, FedAU CNN on an H100"),
+    Owed("fedau-cutoff-paper", "000", "Cutoff K x minimum probability figure, the authors' CNN, 10,000 rounds "
+         "(Fashion-MNIST stand-in)", "book/fedau/cutoff",
+         "python scripts/fedau_sweep.py --profile paper --study cutoff --device cuda --max-minutes 9",
+         _fedau("cutoff"), _FEDAU_MIN, "engine benchmark, FedAU CNN on an H100"),
+    *[Owed(f"fedau-table-{d}", "000", f"Main table on {name} (the document's data set)", "book/fedau/table",
+           f"python scripts/fedau_sweep.py --profile paper --study table --set dataset={d} --device cuda "
+           "--max-minutes 9", _fedau("table", dataset=d), 2 * _FEDAU_MIN,
+           "engine benchmark (3-channel CNNs, ~2x the Fashion-MNIST work)", needs=f"the {name} files")
+      for d, name in (("cifar10", "CIFAR-10"), ("svhn", "SVHN"), ("cifar100", "CIFAR-100"), ("cinic10", "CINIC-10"))],
+    Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells", "book/cvar/fmnist_table",
+         "python scripts/cvar_sweep.py fmnist --profile paper --device cuda --max-minutes 8.5",
+         _cvar_table1, 114 / 65, "3.6 ms per batched step of the 65 stacked LeNets on an H100 "
+         "(results/benchmarks/cvar_step_h100.log)"),
+]
+
+
+def ledger() -> list[Owed]:
+    """The items with runs still owed."""
+    return [it for it in ITEMS if it.progress()[0] < it.progress()[1]]
+
+
+def frame(items: list[Owed] | None = None) -> pd.DataFrame:
+    """The ledger as a table, largest estimate first."""
+    rows = []
+    for it in ITEMS if items is None else items:
+        done, total, minutes = it.progress()
+        if done < total:
+            rows.append(dict(id=it.id, document=it.document, item=it.item, page=it.page,
+                             runs_done=f"{done} of {total}", gpu_minutes=round(minutes), needs=it.needs or "a GPU",
+                             command=it.command, estimate=it.basis))
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    # what a GPU alone can pay comes first, largest first; then the items that also need data
+    order = df.assign(_data=df.needs != "a GPU").sort_values(["_data", "gpu_minutes"], ascending=[True, False],
+                                                               kind="stable")
+    return order.drop(columns="_data").reset_index(drop=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="The owed-work ledger, largest first.")
+    ap.add_argument("--commands", action="store_true", help="print only the commands")
+    args = ap.parse_args(argv)
+    df = frame()
+    if args.commands:
+        print("\n".join(df.command))
+        return 0
+    if df.empty:
+        print("nothing is owed")
+        return 0
+    for _, r in df.iterrows():
+        print(f"[{r.id}] document {r.document}: {r['item']}\n    {r.runs_done} runs stored, about {r.gpu_minutes} "
+              f"GPU minutes left ({r.estimate}); needs {r.needs}\n    {r.command}\n")
+    print(f"total: about {df.gpu_minutes.sum()} GPU minutes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""The owed-work ledger: every command parses with its script, progress is counted from the stores."""
+from __future__ import annotations
+
+import importlib.util
+import shlex
+from pathlib import Path
+
+import pytest
+
+from flkit import owed
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _script(path: str):
+    spec = importlib.util.spec_from_file_location(Path(path).stem, REPO / path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("item", owed.ITEMS, ids=[it.id for it in owed.ITEMS])
+def test_command_parses(item):
+    argv = shlex.split(item.command)
+    assert argv[0] == "python" and (REPO / argv[1]).is_file(), item.command
+    args = _script(argv[1])._parse(argv[2:])
+    assert args is not None
+    assert (REPO / (item.page + ".ipynb")).is_file() or (REPO / (item.page + ".md")).is_file(), item.page
+
+
+def test_progress_counts_the_store(tmp_path, monkeypatch):
+    from flkit.papers.fedau import table
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    item = next(it for it in owed.ITEMS if it.id == "fedau-table-paper")
+    done, total, minutes = item.progress()
+    assert (done, total) == (0, 105) and minutes == pytest.approx(105 * item.minutes_per_run)
+    s = table.profile("paper")
+    c = table.configs(s)[0]
+    import pandas as pd
+    table.store_for(s).save(c, pd.DataFrame({"round": [0], "metric": ["test_acc"], "value": [0.1]}))
+    assert item.progress()[:2] == (1, 105)
+    df = owed.frame()
+    gpu_only = (df.needs == "a GPU").to_numpy()
+    assert gpu_only[:gpu_only.sum()].all()                  # what a GPU alone can pay comes first,
+    assert df.gpu_minutes[gpu_only].is_monotonic_decreasing  # largest first
+    assert {"fedau-table-paper", "fedau-cutoff-paper", "cvar-table1-paper"} <= set(df.id[gpu_only])
