@@ -31,7 +31,7 @@ import torch
 
 from flkit import aggregate as agg
 from flkit import fl, participation
-from flkit.aggregate import TableState, Updates
+from flkit.aggregate import Updates
 from flkit.tasks import EngineTask
 
 DT = torch.float64
