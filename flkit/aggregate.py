@@ -281,7 +281,9 @@ def _saga(state, upd, p):
 class FedVarp:
     r"""FedVarp (Jhunjhunwala et al. 2022): the SAGA rule with :math:`p_n = |S_t|/N`,
     :math:`G_t = \frac1N\sum_n y_n + \frac1{|S_t|}\sum_{n\in S_t}(\Delta^n - y_n)`, then
-    :math:`y_n\leftarrow\Delta^n` for :math:`n \in S_t`; tables start at zero (as FedAU's implementation)."""
+    :math:`y_n\leftarrow\Delta^n` for :math:`n \in S_t`; tables start at zero and a round in which no
+    update arrived does not move the model (:math:`G_t = 0`), both as FedAU's implementation of the
+    baseline (IBM/fedau@6e9cce9, main.py; the FedVarp paper's sampler never has an empty round)."""
 
     def init(self, R, N, d, dtype, device):
         return TableState(torch.zeros(R, N, d, dtype=dtype, device=device))
@@ -289,8 +291,8 @@ class FedVarp:
     def apply(self, state: TableState, upd: Updates):
         k = upd.mask.sum(1, keepdim=True).to(state.table.dtype)
         p = (k / upd.N).expand(upd.R, upd.N)
-        p = torch.where(p > 0, p, torch.ones_like(p))  # nobody arrived: no correction term
-        return _saga(state, upd, p)
+        G, state = _saga(state, upd, torch.where(p > 0, p, torch.ones_like(p)))
+        return torch.where(k > 0, G, torch.zeros_like(G)), state       # nobody arrived: no step
 
 
 @dataclass

@@ -54,11 +54,6 @@ RULE_OF = {"fedau": ("fedau", None), "fedau_k3": ("fedau", 3), "average_particip
            "average_all": ("all", None), "fedvarp": ("fedvarp", None), "mifa": ("mifa", None),
            "known_p": ("known_p", None)}
 
-FEDVARP_EMPTY = ("flkit.aggregate.FedVarp applies the table mean ybar in a round where nobody participates "
-                 "(G = ybar, the FedVarp formula read with S_t empty); the authors' code (IBM/fedau@6e9cce9 "
-                 "main.py) applies a zero update then (accumulated == 0 -> w_tmp_a = 0)")
-
-
 def _masks() -> dict[int, np.ndarray]:
     """Seed 0: Bernoulli, 1: Markov (x = 0.3), 2: cyclic (period 10), each with the EMPTY rounds forced empty."""
     out = {0: participation.bernoulli(P, T, 0), 1: participation.markov(P, T, 1, x=0.3),
@@ -189,8 +184,7 @@ def test_masks_are_heterogeneous_and_have_empty_rounds():
     assert rates[:2].mean() > 3 * rates[-3:].mean()       # frequent and rare clients
 
 
-@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=FEDVARP_EMPTY))
-                                    if m == "fedvarp" else m for m in METHODS])
+@pytest.mark.parametrize("method", METHODS)
 def test_method_matches_the_authors_rule(run, method):
     """All rounds (empty ones included), every seed (Bernoulli, Markov, cyclic), every coordinate, to 1e-10."""
     res, traj = run
@@ -200,21 +194,9 @@ def test_method_matches_the_authors_rule(run, method):
         assert err < TOL, (method, seed, err)
 
 
-def test_fedvarp_matches_up_to_the_first_empty_round(run):
-    """FedVarp agrees with the authors' rule on every round before the first empty one, and departs exactly
-    there (the disagreement recorded in the xfail above, nothing else)."""
-    _, traj = run
-    for s, seed in enumerate(SEEDS):
-        want, _, _ = _ref("fedvarp", seed)
-        t0 = int(np.flatnonzero(MASKS[seed].sum(1) == 0)[0])   # its first empty round; x_{t0} is computed before it
-        assert np.abs(traj["fedvarp"][:t0 + 1, s] - want[:t0 + 1]).max() < TOL
-        assert np.abs(traj["fedvarp"][t0 + 1, s] - want[t0 + 1]).max() > 1e-6
-
-
-@pytest.mark.xfail(strict=True, reason=FEDVARP_EMPTY)
 def test_fedvarp_empty_round_minimal_case():
     """Two clients, d = 1. Round 0: both arrive with Delta = 1 and 3 (table (1, 3)); round 1: nobody.
-    The authors' code adds nothing in round 1; flkit's FedVarp returns ybar = 2."""
+    The authors' code adds nothing in round 1 (not the table mean ybar = 2)."""
     rule = agg.FedVarp()
     state = rule.init(1, 2, 1, DT, "cpu")
     both = torch.tensor([[0, 0], [0, 1]])
@@ -259,9 +241,9 @@ def test_every_method_sees_the_same_clients(run):
 
 
 def test_empty_round_updates(run):
-    """In an empty round the model stays put except under MIFA (and flkit's FedVarp, see the xfail)."""
+    """In an empty round the model stays put except under MIFA."""
     _, traj = run
     t0 = EMPTY[-1]                                        # a late empty round: every table is filled by then
     for k in METHODS:
         moved = np.abs(traj[k][t0 + 1] - traj[k][t0]).max(-1)        # (S,)
-        assert ((moved > 1e-8) == (k in ("mifa", "fedvarp"))).all(), (k, moved)
+        assert ((moved > 1e-8) == (k == "mifa")).all(), (k, moved)

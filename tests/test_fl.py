@@ -70,7 +70,7 @@ def _plain(task, rule, seed, lr):
                 table[i] = delta[i]
             G = table.mean(0)
         elif rule == "fedvarp":
-            G = table.mean(0) + (sum(delta[i] - table[i] for i in S) / len(S) if S else 0.0)
+            G = table.mean(0) + sum(delta[i] - table[i] for i in S) / len(S) if S else torch.zeros_like(w)
             for i in S:
                 table[i] = delta[i]
         w = w - lr * G
