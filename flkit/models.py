@@ -22,6 +22,7 @@ cvar_mlp               784-128-128-10, leaky ReLU                               
 cvar_lenet             conv1-6 / conv6-16 (5x5 p2), fc 784-120-84-10, leaky ReLU        107,786
 cvar_2d                2-64-C, ReLU (+ authors' zero init / softmax quirks as flags)   387 (C=3)
 hics_fmnist            3 conv blocks with PReLU + BatchNorm, fc 3136-64-10               229,709
+hics_fmnist_paper      2 conv blocks (5x5) with PReLU + BatchNorm, drop .2, fc 512-10     31,724
 hics_cifar10           FedAvg-paper CNN, dropout .2, fc 1024-64-10                       122,570
 mifa_cnn_cifar10       conv3-32 / conv32-64 (5x5, ReLU, pool2), fc 1600-512-10           878,538
 cafed_cnn_cifar10      conv3-32 / conv32-64 (5x5, ReLU, pool2), fc 1600-2048-10        3,353,034
@@ -39,7 +40,7 @@ from torch import nn
 __all__ = [
     "Net", "build", "NAMES", "count_parameters",
     "fedau_svhn", "fedau_cifar10", "fedau_cifar100", "fedau_cinic10", "fedau_fmnist",
-    "cvar_mlp", "cvar_lenet", "cvar_2d", "hics_fmnist", "hics_cifar10",
+    "cvar_mlp", "cvar_lenet", "cvar_2d", "hics_fmnist", "hics_fmnist_paper", "hics_cifar10",
     "mifa_cnn_cifar10", "cafed_cnn_cifar10", "logreg", "linear",
 ]
 
@@ -174,6 +175,17 @@ def hics_fmnist(num_classes: int = 10) -> Net:
                nn.Flatten(), nn.Linear(3136, 64), nn.ReLU(), nn.Linear(64, num_classes), init="hics")
 
 
+def hics_fmnist_paper(num_classes: int = 10, dropout: float = 0.2) -> Net:
+    """The FMNIST network of the HiCS-FL document (appendix 6.1.1: "two 5x5 convolutional layers and two 2x2
+    max-pooling layers (with a stride of 2), followed by a fully-connected layer"), with the layers of the
+    repository's unused ``FMNIST_CNN`` (CityChan/HiCS-FL@25f309d ``models.py``): conv1-32 (5x5, no pad)-PReLU-BN-
+    pool2, conv32-32 (5x5)-PReLU-BN-pool2-Dropout .2, FC 512-10; Xavier-uniform (ReLU gain) weights as the
+    server code initialises every model (``server/server_hics.py``). The scripts train :func:`hics_fmnist`."""
+    return Net(nn.Conv2d(1, 32, 5), nn.PReLU(), nn.BatchNorm2d(32), nn.MaxPool2d(2),
+               nn.Conv2d(32, 32, 5), nn.PReLU(), nn.BatchNorm2d(32), nn.MaxPool2d(2), nn.Dropout(dropout),
+               nn.Flatten(), nn.Linear(512, num_classes), init="hics")
+
+
 def hics_cifar10(num_classes: int = 10, dropout: float = 0.2) -> Net:
     """HiCS-FL CIFAR10_CNN, the FedAvg-paper CNN (CityChan/HiCS-FL@25f309d ``cnn.py``): conv3-32, conv32-64,
     conv64-64 (3x3, no pad), ReLU + pool after the first two, Dropout .2 after each conv block (none after
@@ -214,7 +226,7 @@ def linear(in_dim: int = 10, out_dim: int = 1, bias: bool = True) -> Net:
 
 _BUILDERS = {f.__name__: f for f in (
     fedau_svhn, fedau_cifar10, fedau_cifar100, fedau_cinic10, fedau_fmnist, cvar_mlp, cvar_lenet, cvar_2d,
-    hics_fmnist, hics_cifar10, mifa_cnn_cifar10, cafed_cnn_cifar10, logreg, linear)}
+    hics_fmnist, hics_fmnist_paper, hics_cifar10, mifa_cnn_cifar10, cafed_cnn_cifar10, logreg, linear)}
 _ALIASES = {  # the spellings used in the team's API note
     "fedau_cnn_svhn": "fedau_svhn", "fedau_cnn_cifar10": "fedau_cifar10", "fedau_cnn_cifar100": "fedau_cifar100",
     "fedau_cnn_cinic10": "fedau_cinic10", "fedau_cnn_fmnist": "fedau_fmnist", "hics_cnn_fmnist": "hics_fmnist",

@@ -23,6 +23,8 @@ EXPECTED = {
     # conv1 has no bias; each PReLU has 1 weight; each BN has 2*C affine parameters (stats are buffers)
     "hics_fmnist": ((1, 28, 28), 10, 9 * 32 + 1 + 64 + (32 * 32 * 9 + 32) + 1 + 64 + (32 * 64 * 9 + 64) + 1 + 128
                     + (3136 * 64 + 64) + (64 * 10 + 10)),
+    # the document's FMNIST network: conv1-32 5x5, PReLU, BN, conv32-32 5x5, PReLU, BN, fc 512-10
+    "hics_fmnist_paper": ((1, 28, 28), 10, (25 * 32 + 32) + 1 + 64 + (32 * 32 * 25 + 32) + 1 + 64 + (512 * 10 + 10)),
     "hics_cifar10": ((3, 32, 32), 10, (3 * 32 * 9 + 32) + (32 * 64 * 9 + 64) + (64 * 64 * 9 + 64) + (1024 * 64 + 64)
                      + (64 * 10 + 10)),
     "mifa_cnn_cifar10": ((3, 32, 32), 10, (3 * 32 * 25 + 32) + (32 * 64 * 25 + 64) + (1600 * 512 + 512)

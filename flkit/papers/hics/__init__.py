@@ -1,0 +1,7 @@
+"""HiCS-FL chapter (document 004: Chen & Vikalo, "Accelerating Non-IID Federated Learning via
+Heterogeneity-Guided Client Sampling"). The sampler itself is :class:`flkit.sample.HiCS`; the modules here
+hold the pages' settings, the document's formulas that are not an algorithm, and figure helpers.
+
+* :mod:`flkit.papers.hics.entropy` - page "data and entropy": the partitions (Figs. 7-8), the output-layer
+  bias update (Eqs. 4-6, 22), the entropy estimate (Eq. 7, Fig. 9) and the privacy remark (appendix 6.5).
+"""
