@@ -29,6 +29,7 @@ from flkit import models  # noqa: E402
 # CityChan/HiCS-FL@25f309d configs/CIFAR10/*.json, client/client_base.py)
 CONFIGS = {
     "fedau_cifar10": dict(batch=16, steps=5, train=dict(lr=0.1)),                              # FedAU: SGD, I=5
+    "fedau_fmnist": dict(batch=16, steps=5, train=dict(lr=0.1), shape=(1, 28, 28)),            # FedAU chapter's stand-in
     "hics_cifar10": dict(batch=64, steps=5, train=dict(lr=1e-3, opt="adam", prox_mu=0.5)),    # HiCS: Adam+prox
 }
 
@@ -85,7 +86,7 @@ def measure(model, M, path, x, y, amp, cfg, device):
     return lambda: E.local_train(net, params, x, y, batches, vectorized=vec, autocast_dtype=amp, **cfg["train"])
 
 
-def main(argv=None):
+def _parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--models", default=",".join(CONFIGS))
@@ -103,6 +104,14 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="small run: CPU M=4,16 and 2 steps; CUDA M=25,400")
     ap.add_argument("--out", default=None, help="CSV file to write")
     args = ap.parse_args(argv)
+    unknown = sorted(set(args.models.split(",")) - set(CONFIGS))
+    if unknown:
+        ap.error(f"--models: unknown {unknown}; choose from {sorted(CONFIGS)}")
+    return args
+
+
+def main(argv=None):
+    args = _parse(argv)
 
     from flkit.seeding import resolve_device
     device = resolve_device(args.device)
@@ -122,7 +131,6 @@ def main(argv=None):
     seq_cap = min(args.seq_cap, 4) if (args.quick and not cuda) else args.seq_cap
     paths = args.paths.split(",")
     torch.manual_seed(0)
-    x = torch.randn(8192, 3, 32, 32, device=device)
     y = torch.randint(0, 10, (8192,), device=device)
 
     t_start, rows = time.perf_counter(), []
@@ -132,6 +140,7 @@ def main(argv=None):
           f"torch {torch.__version__}; samples/s = M*B*S / time of one local_train call")
     for model in args.models.split(","):
         cfg = dict(CONFIGS[model], steps=n_steps)
+        x = torch.randn(8192, *cfg.pop("shape", (3, 32, 32)), device=device)       # data of the model's shape
         auto_path = "grouped" if E.supports_grouped(models.build(model)) else "vmap"
         for amp in amps:
             prec = "bf16" if amp else "fp32"

@@ -14,8 +14,11 @@ import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
+
+_REPO = Path(__file__).resolve().parents[1]
 
 __all__ = ["Owed", "ledger", "frame", "main"]
 
@@ -79,6 +82,12 @@ ITEMS = [
            "--max-minutes 9", _fedau("table", dataset=d), 2 * _FEDAU_MIN,
            "engine benchmark (3-channel CNNs, ~2x the Fashion-MNIST work)", needs=f"the {name} files")
       for d, name in (("cifar10", "CIFAR-10"), ("svhn", "SVHN"), ("cifar100", "CIFAR-100"), ("cinic10", "CINIC-10"))],
+    Owed("fedau-engine-bench", "000", "Engine throughput on the FedAU Fashion-MNIST CNN against the one-model "
+         "proxy (target >= 0.8x), fp32 and bf16", "book/appendix/engine",
+         "python benchmarks/bench_engine.py --models fedau_fmnist --M 100,400,1000 --paths grouped,proxy "
+         "--out results/benchmarks/engine_fedau_fmnist_h100.csv",
+         lambda: (int((_REPO / "results/benchmarks/engine_fedau_fmnist_h100.csv").is_file()), 1), 5.0,
+         "the CIFAR-10 CNN's benchmark took 5-8 min on an H100"),
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells", "book/cvar/fmnist_table",
          "python scripts/cvar_sweep.py fmnist --profile paper --device cuda --max-minutes 8.5",
          _cvar_table1, 114 / 65, "3.6 ms per batched step of the 65 stacked LeNets on an H100 "

@@ -34,6 +34,7 @@ def _parse(argv=None):
     ap.add_argument("--study", default="all", choices=["table", "cutoff", "all"])
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:i]")
     ap.add_argument("--max-minutes", type=float, default=None, help="stop cleanly (checkpoint) before this")
+    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads on the CPU (default 2)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a setting of the profile (value read as YAML), e.g. --set dataset=cifar10")
     args = ap.parse_args(argv)
@@ -58,7 +59,8 @@ def main(argv=None) -> int:
     studies = ["table", "cutoff"] if args.study == "all" else [args.study]
     try:
         for study in studies:
-            df = table.sweep(s, study=study, device=args.device, deadline=deadline, checkpoint_dir=ckpt)
+            df = table.sweep(s, study=study, device=args.device, deadline=deadline, checkpoint_dir=ckpt,
+                              cpu_threads=args.threads)
             print(f"{study}: {df.attrs['computed']} runs computed, {df.attrs['stored']} from the store")
     except fl.Deadline as e:
         print(f"stopped: {e}")

@@ -260,7 +260,8 @@ def store_for(s: Mapping, root=None):
 
 
 def sweep(s: Mapping, *, study: str = "table", root=None, device="auto", compute_missing: bool = True,
-          deadline: float | None = None, progress: bool = True, checkpoint_dir=None) -> pd.DataFrame:
+          deadline: float | None = None, progress: bool = True, checkpoint_dir=None,
+          cpu_threads: int | None = 2) -> pd.DataFrame:
     """Every run of the study, from the store or computed (grouped so that a pattern's methods and seeds
     train together); resumable at the run level (stored runs are skipped) and inside a batch
     (checkpoint_dir). compute_missing=False raises when a run is not stored."""
@@ -270,7 +271,8 @@ def sweep(s: Mapping, *, study: str = "table", root=None, device="auto", compute
     missing = [c for c in cs if not store.done(c)]
     if missing and not compute_missing:
         raise RuntimeError(f"{len(missing)} of {len(cs)} runs are not stored; run with compute_missing=True")
-    fn = lambda batch: run_batch(batch, device, checkpoint_dir=checkpoint_dir, deadline=deadline)  # noqa: E731
+    fn = lambda batch: run_batch(batch, device, checkpoint_dir=checkpoint_dir, deadline=deadline,  # noqa: E731
+                                 cpu_threads=cpu_threads)
     df = results.sweep_batched(cs, fn, store, group_by=lambda c: batch_group(c), progress=progress,
                                desc=f"FedAU {study}")
     df.attrs["computed"], df.attrs["stored"] = len(missing), len(cs) - len(missing)
