@@ -30,7 +30,8 @@ import torch
 from flkit import aggregate, datasets, fl, models, participation, partition
 from flkit.papers import claims
 from flkit.papers.settings import positive_int, probabilities, seeds as check_seeds, with_overrides
-from flkit.seeding import resolve_device, rng
+from flkit.papers.fedau.common import corollary4_K, masks  # noqa: F401
+from flkit.seeding import resolve_device
 from flkit.tasks import EngineTask
 
 __all__ = ["DATASETS", "PATTERNS", "METHODS", "PROFILES", "REFERENCE", "profile", "configs", "run_batch",
@@ -197,15 +198,8 @@ def split(c: Mapping, y: np.ndarray) -> tuple[partition.Partition, np.ndarray]:
 
 
 def mask(c: Mapping, p: np.ndarray) -> np.ndarray:
-    """(rounds, N) participation of the config's pattern, drawn from the seed's stream for that pattern
-    ("participation-<pattern>": one stream per pattern, since the Markov chain drawn from the Bernoulli
-    pattern's stream would repeat its random numbers one round later)."""
-    T, g = c["rounds"], rng(c["seed"], f"participation-{c['pattern']}")
-    if c["pattern"] == "bernoulli":
-        return participation.bernoulli(p, T, g)
-    if c["pattern"] == "markov":
-        return participation.markov(p, T, g, x=c["markov_x"])
-    return participation.cyclic(p, T, g, period=c["cycle"])
+    """(rounds, N) participation of the config's pattern (`common.masks`: one stream per pattern)."""
+    return masks(c["pattern"], p, c["rounds"], c["seed"], x=c.get("markov_x", 0.05), period=c.get("cycle", 100))
 
 
 # --------------------------------------------------------------------------------------------- runs
@@ -467,11 +461,6 @@ def checks(df: pd.DataFrame, s: Mapping, metric: str = "test_acc") -> list[claim
             out.append(claims.compare(f"cyclic: FedAU (K = inf) >= {other}", v("cyclic", "FedAU (K = inf)"),
                                       v("cyclic", other)))
     return out
-
-
-def corollary4_K(p_min: float, T: int) -> float:
-    """Corollary 4's cutoff K = log_c T with c = 1 / (1 - min_n p_n)^2."""
-    return float(np.log(T) / (-2.0 * np.log1p(-p_min)))
 
 
 def bias_term(s: Mapping, p_min: float, Ks: Sequence, seeds: Sequence[int]) -> pd.DataFrame:

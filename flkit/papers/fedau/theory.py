@@ -46,6 +46,8 @@ from flkit.datasets import QuadraticProblem
 from flkit.papers import settings
 from flkit.partition import fedau_dirichlet, fedau_participation_probs
 from flkit.seeding import rng
+from flkit.papers.fedau.common import (PATTERNS, corollary4_K, cutoff_mean, cutoff_var, k_label,  # noqa: F401
+                                       masks)
 from flkit.tasks import QuadraticTask
 
 __all__ = [
@@ -61,7 +63,6 @@ __all__ = [
     "plot_tail", "plot_drift", "plot_tradeoff", "plot_per_round", "plot_option1", "k_label",
 ]
 
-PATTERNS = ("bernoulli", "markov", "cyclic")
 OPTION1_LEVEL = 1 / 81          # Assumption 5, Option 1
 
 _BASE = dict(setting_seed=1, clients=250, gamma=0.1, local_steps=5, x=0.05, period=100)
@@ -141,10 +142,6 @@ def profile(name: str, **overrides) -> dict:
     return cfg
 
 
-def k_label(K) -> str:
-    return "K = inf" if K is None or K == math.inf else f"K = {int(K)}"
-
-
 # ================================================================================================
 # the document's clients: CIFAR-10's exact split and FedAU's p_n
 # ================================================================================================
@@ -164,17 +161,6 @@ def cifar10_setting(seed: int = 1, clients: int = 250) -> Setting:
     part = fedau_dirichlet(np.repeat(np.arange(10), 5000), clients, 0.1, seed=seed)
     p = fedau_participation_probs(part.counts, alpha=0.1, mean=0.1, p_min=0.02, seed=seed)
     return Setting(p, part.counts / part.counts.sum(1, keepdims=True), seed)
-
-
-def masks(pattern: str, p, rounds: int, seed, *, x: float = 0.05, period: int = 100) -> np.ndarray:
-    """(rounds, N) mask of FedAU's ``bernoulli``, ``markov-x`` or ``cyclic-period`` (``flkit.participation``)."""
-    if pattern == "bernoulli":
-        return participation.bernoulli(p, rounds, seed)
-    if pattern == "markov":
-        return participation.markov(p, rounds, seed, x=x)
-    if pattern == "cyclic":
-        return participation.cyclic(p, rounds, seed, period=period)
-    raise ValueError(f"unknown participation pattern {pattern!r}; choose one of {PATTERNS}")
 
 
 def pattern_rate(pattern: str, p, *, x: float = 0.05, period: int = 100) -> np.ndarray:
@@ -493,20 +479,6 @@ def pmf_moments(p, K: int) -> tuple:
     return sum(pmf), mean, sum(k * k * f for k, f in enumerate(pmf, 1)) - mean * mean
 
 
-def cutoff_mean(p, K: int | None):
-    r""":math:`\mathbb E[S] = (1-(1-p)^K)/p` (K None: 1/p). Works on arrays and on Fractions."""
-    if K is None:
-        return 1 / np.asarray(p, dtype=float)
-    return (1 - (1 - p) ** K) / p
-
-
-def cutoff_var(p, K: int):
-    r"""The document's :math:`\mathrm{Var}[S] = \frac{1-p}{p^2} - \frac{(2K-1)(1-p)^K}{p} -
-    \frac{(1-p)^{2K}}{p^2}`, as printed (slide "Main Result (cont'd)")."""
-    q = 1 - p
-    return q / p ** 2 - (2 * K - 1) * q ** K / p - q ** (2 * K) / p ** 2
-
-
 def cutoff_var_derived(p, K: int):
     r"""The variance from :math:`\mathbb E[S] = \sum_{k<K} q^k`, :math:`\mathbb E[S^2] = \sum_{k<K}(2k+1)q^k`,
     q = 1 - p (tail sums), without simplification: an independent route to the same number."""
@@ -588,11 +560,6 @@ def proof_lines(p, K: int, t) -> dict:
     v = p ** 2 * cutoff_var(p, K)
     return {"split": v / np.maximum(np.floor(t / K), 1) + bias, "2K/t": 2 * K * v / t + bias,
             "final": theorem3_bound(p, K, t)}
-
-
-def corollary4_K(p_min: float, T: float) -> float:
-    r"""Corollary 4's cutoff :math:`K = \log_c T`, :math:`c = 1/(1-\min_n p_n)^2`."""
-    return math.log(T) / (-2 * math.log1p(-p_min))
 
 
 def bound_average(p, K: int, T: int) -> float:

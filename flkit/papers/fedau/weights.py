@@ -44,6 +44,8 @@ from flkit import aggregate, models, participation
 from flkit.papers import settings
 from flkit.partition import fedau_dirichlet, fedau_participation_probs
 from flkit.seeding import rng
+from flkit.papers.fedau.common import (CIFAR10_COUNTS, PATTERNS, cifar10_probs, cutoff_mean,  # noqa: F401
+                                       cutoff_var, k_label, masks)
 
 __all__ = [
     "PROFILES", "profile", "PATTERNS", "CIFAR10_COUNTS", "cifar10_probs", "masks", "algorithm2",
@@ -54,7 +56,6 @@ __all__ = [
     "memory_table", "pick_clients", "plot_traces", "plot_final", "plot_error", "k_label",
 ]
 
-PATTERNS = ("bernoulli", "markov", "cyclic")
 CIFAR10_COUNTS = (10, 5000)   # classes, training images per class: the split depends on nothing else
 
 _BASE = dict(clients=250, x=0.05, period=100, cutoffs=[None, 50], show_p=[0.02, 0.05, 0.15, 0.4],
@@ -84,37 +85,9 @@ def profile(name: str, **overrides) -> dict:
     return cfg
 
 
-def k_label(K) -> str:
-    return "K = inf" if K is None else f"K = {K}"
-
-
 # ================================================================================================
 # participation
 # ================================================================================================
-def cifar10_probs(seed: int, clients: int = 250) -> np.ndarray:
-    """FedAU's p_n on CIFAR-10's exact per-class counts (5000 training images per class): the split
-    ``fedau_dirichlet(labels, N, 0.1)`` then ``fedau_participation_probs(counts)`` (mean 0.1, floor 0.02)."""
-    C, per = CIFAR10_COUNTS
-    part = fedau_dirichlet(np.repeat(np.arange(C), per), clients, 0.1, seed=seed)
-    return fedau_participation_probs(part.counts, alpha=0.1, mean=0.1, p_min=0.02, seed=seed)
-
-
-def masks(pattern: str, p, rounds: int, seed: int, *, x: float = 0.05, period: int = 100) -> np.ndarray:
-    """(rounds, N) participation mask of `pattern` with stationary probabilities p (FedAU's ``bernoulli``,
-    ``markov-x``, ``cyclic-period``; ``flkit.participation``).
-
-    Each pattern draws from its own stream ``rng(seed, "participation-<pattern>")``, not the shared
-    "participation" stream of ``flkit.fl``: with one shared stream the Markov chain reuses the Bernoulli
-    draw's uniforms (shifted by one round), and for the many clients at the floor p_n = 0.02, whose chain
-    has lag-1 correlation -0.02, the two masks then nearly coincide."""
-    if pattern not in PATTERNS:
-        raise ValueError(f"unknown participation pattern {pattern!r}; choose one of {PATTERNS}")
-    g = rng(seed, f"participation-{pattern}")
-    if pattern == "bernoulli":
-        return participation.bernoulli(p, rounds, g)
-    if pattern == "markov":
-        return participation.markov(p, rounds, g, x=x)
-    return participation.cyclic(p, rounds, g, period=period)
 
 
 # ================================================================================================
@@ -193,18 +166,6 @@ def omega_identity(mask, K: int | None) -> np.ndarray:
 # ================================================================================================
 # closed forms
 # ================================================================================================
-def cutoff_mean(p, K: int | None):
-    r"""E[S_n] of the cutoff geometric interval (document, proof of Theorem 3): :math:`(1-(1-p)^K)/p`
-    (K None: 1/p)."""
-    p = np.asarray(p, dtype=float)
-    return 1 / p if K is None else (1 - (1 - p) ** K) / p
-
-
-def cutoff_var(p, K: int):
-    r"""Var[S_n] as the document writes it: :math:`\frac{1-p}{p^2} - \frac{(2K-1)(1-p)^K}{p} -
-    \frac{(1-p)^{2K}}{p^2}`."""
-    p = np.asarray(p, dtype=float)
-    return (1 - p) / p ** 2 - (2 * K - 1) * (1 - p) ** K / p - (1 - p) ** (2 * K) / p ** 2
 
 
 def interval_limit(p, K: int | None, a, b):
