@@ -10,6 +10,7 @@ import torch
 
 from flkit import aggregate, participation
 from flkit.papers.fedau import theory as th
+from flkit.papers.fedau.weights import algorithm2   # the document's Algorithm 2, line by line
 from flkit.seeding import rng
 
 P_SMALL = np.array([0.02, 0.05, 0.1, 0.3, 0.6, 0.9])          # six clients with stated p_n
@@ -99,25 +100,10 @@ def test_tail_table_bias_fraction():
 
 
 # ------------------------------------------------------------------------------- Algorithm 2, identity
-def _algorithm2(I, K):
-    """The document's Algorithm 2, line by line (reference)."""
-    T, N = I.shape
-    omega = np.ones((T, N))
-    M, S_dia = np.zeros(N), np.zeros(N)
-    for t in range(1, T):
-        S_dia = S_dia + 1
-        close = I[t - 1] | ((S_dia == K) if K is not None else False)
-        new = np.where(M == 0, S_dia, (M * omega[t - 1] + S_dia) / np.maximum(M + 1, 1))
-        omega[t] = np.where(close, new, omega[t - 1])
-        M = M + close
-        S_dia = np.where(close, 0, S_dia)
-    return omega
-
-
 @pytest.mark.parametrize("K", [None, 1, 3, 7])
 def test_fedau_weights_equal_algorithm2(K):
     mask = participation.bernoulli(P_SMALL, 300, 4)
-    np.testing.assert_allclose(th.weights_over_rounds(mask, K)[:-1], _algorithm2(mask, K), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(th.weights_over_rounds(mask, K)[:-1], algorithm2(mask, K), rtol=0, atol=1e-12)
 
 
 def test_interval_mean_identity_exact():

@@ -15,25 +15,13 @@ from scipy.cluster.hierarchy import fcluster, linkage
 
 from flkit import sample as S
 from flkit.seeding import rng
+from test_sample import successive_inclusion   # exact inclusion probabilities by enumeration
 
 Z = 4.0  # Monte Carlo tolerance in standard errors
 
 
 def _partition(labels):
     return {frozenset(np.flatnonzero(labels == v).tolist()) for v in np.unique(labels)}
-
-
-def successive_inclusion(q, k):
-    """Exact P(i in S) when k distinct items are drawn one by one proportionally to q (enumeration)."""
-    q = np.asarray(q, dtype=float) / np.sum(q)
-    incl = np.zeros(q.size)
-    for seq in itertools.permutations(range(q.size), k):
-        prob, left = 1.0, 1.0
-        for i in seq:
-            prob *= q[i] / left
-            left -= q[i]
-        incl[list(seq)] += prob
-    return incl
 
 
 # ----------------------------------------------------------------------------------------------
