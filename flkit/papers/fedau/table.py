@@ -498,3 +498,22 @@ def cutoff_checks(df: pd.DataFrame, s: Mapping, metric: str = "test_acc") -> lis
             out.append(claims.close(f"p_min = {pm:g}: K = {big[0]} (>= Corollary 4's {k4:.0f}) within 0.5 point "
                                     f"of no cutoff", v(big[0]), v(np.inf), threshold=0.5))
     return out
+
+
+MODEL_WORDS = {"logreg": "multinomial logistic regression"}
+
+
+def describe(s: Mapping) -> str:
+    """What a profile executes, against the document's setting, in words (for the pages' prose)."""
+    diffs = []
+    if s["model"] is not None and s["model"] != DATASETS[s["dataset"]]["model"]:
+        diffs.append(f"{MODEL_WORDS.get(s['model'], s['model'])} instead of the authors' CNN")
+    if s["rounds"] != 10000:
+        diffs.append(f"{s['rounds']:,} rounds instead of 10,000")
+    if s["clients"] != 250:
+        diffs.append(f"{s['clients']} clients instead of 250")
+    if s["train_subset"] or s["test_subset"]:
+        diffs.append("a subset of the data")
+    where = "the document's data set" if s["dataset"] in DOCUMENT_DATASETS else f"{NAMES[s['dataset']]} as a stand-in"
+    head = f"profile '{s['profile']}' on {where}"
+    return head + (": " + ", ".join(diffs) if diffs else ", the document's setting")
