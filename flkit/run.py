@@ -1,25 +1,57 @@
-"""Execute source notebooks with papermill into their place in the book.
+"""Execute source notebooks with papermill.
 
     python -m flkit.run notebooks/mifa/quadratic.ipynb -p profile paper
     python -m flkit.run notebooks/cvar/mnist.ipynb -p profile smoke -p seeds "[0, 1]" --out /tmp/x.ipynb
     python -m flkit.run --all -p profile smoke
 
-`notebooks/<chapter>/<name>.ipynb` is written to `book/<chapter>/<name>.ipynb`. Values after `-p` are
-read as YAML (`-p seeds "[0, 1, 2]"`, `-p rounds 100`), as papermill's own command line does. Unknown
-parameter names are refused before any cell runs, and so are out-of-range values of the Fed-CVaR-Avg
-pages (`check_values`: `-p rounds -5` is a ValueError). The executed copy is written to a temporary file and
-renamed at the end, so an interrupted run never leaves a half-executed page in the book.
+Where the executed copy goes. `notebooks/<chapter>/<name>.ipynb` is written to `book/<chapter>/<name>.ipynb`,
+the page the book renders, only when the run's profile is the page's published profile: the `profile`
+recorded in the metadata (`flkit.parameters.profile`) of the committed executed copy, "paper" or "reduced"
+("paper" or "reduced" may create a page that has no executed copy yet), or with `--to-book`. Every other
+run (a smoke test, a trial at another profile) goes to `results/tmp/notebooks/<chapter>/<name>.ipynb`
+(git-ignored), so it never puts smoke numbers under prose written for the published ones; `--out PATH`
+puts it anywhere.
+
+Checks before a kernel starts. Values after `-p` are read as YAML (`-p seeds "[0, 1, 2]"`, `-p rounds 100`),
+as papermill's own command line does. Each problem is one line naming the parameter, the value and what is
+allowed, and the exit status is 2: a value that is not YAML, a parameter the notebook does not declare, a
+value of the wrong kind (what a parameter takes is read from its name, its default and the profiles of its
+page, see `value_problem`), an out-of-range value of a Fed-CVaR-Avg page (`check_values`), the book's
+executed copy given instead of its source, a notebook that does not exist. With `--all`, a parameter that a
+notebook does not declare is skipped for that notebook (one line each), and so is a notebook that has no
+profile of the given name.
+
+Errors in the notebook. An exception raised inside the notebook (a chapter's profile check, a missing
+dataset) is reported as one line, its class and message, with exit status 1; `--debug` adds the traceback.
+
+Interrupted runs. papermill writes into a temporary file in the system's temporary directory, outside the
+book; the finished notebook is copied next to its target and renamed onto it (`os.replace`, atomic on one
+filesystem). On SIGTERM the temporary files are removed and the run stops (exit status 143); papermill
+shuts its kernel down on the way out. Nothing half-written is ever left in `book/`.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import atexit
+import contextlib
+import difflib
+import importlib
+import json
 import os
 import platform
+import re
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -27,20 +59,108 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = REPO / "notebooks"
 BOOK = REPO / "book"
+PUBLISHED = ("paper", "reduced")                  # the profiles a book page may be executed with
+DEFAULT_PROFILES = ("paper", "reduced", "smoke")  # where the chapter code exposes no PROFILES for the page
 
 
+class ParameterError(ValueError):
+    """What is wrong with a command line, found before any kernel starts: one line per problem."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived while a notebook ran (a BaseException, so that no `except Exception` swallows it)."""
+
+
+# ------------------------------------------------------------------------------------------------------------
+# where notebooks are and where their executed copies go
+# ------------------------------------------------------------------------------------------------------------
 def sources() -> list[Path]:
     """All source notebooks, in a stable order."""
     return sorted(p for p in SOURCES.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
 
+def _under(path: Path, root: Path) -> Path | None:
+    """`path` relative to `root`, None when it is not under it."""
+    path, root = Path(path).resolve(), Path(root).resolve()
+    return path.relative_to(root) if path.is_relative_to(root) else None
+
+
+def _show(path: Path) -> str:
+    """A path as the reader wrote it from the repository root: relative to it when inside."""
+    rel = _under(path, REPO)
+    return str(rel) if rel is not None else str(path)
+
+
+def _page(source: Path) -> Path:
+    """`<chapter>/<name>.ipynb` of a source notebook; a ParameterError for one outside notebooks/."""
+    rel = _under(source, SOURCES)
+    if rel is None:
+        raise ParameterError([f"{_show(source)} is not under {_show(SOURCES)}/: give --out PATH for it"])
+    return rel
+
+
 def book_path(source: Path) -> Path:
     """Where the executed copy of a source notebook lives in the book."""
-    return BOOK / Path(source).resolve().relative_to(SOURCES)
+    return BOOK / _page(source)
 
 
-def declared_parameters(source: Path) -> dict:
-    """The names and defaults of the notebook's `parameters` cell; error unless there is exactly one."""
+def scratch_path(source: Path) -> Path:
+    """Where a run that is not for the book goes (git-ignored)."""
+    return REPO / "results" / "tmp" / "notebooks" / _page(source)
+
+
+def published_profile(source: Path) -> str | None:
+    """The profile the committed executed copy of `source` was run with (`metadata.flkit.parameters.profile`
+    of `book/<chapter>/<name>.ipynb`); None when there is no executed copy or it records none."""
+    copy = book_path(source)
+    if not copy.is_file():
+        return None
+    meta = json.loads(copy.read_text()).get("metadata", {})
+    return meta.get("flkit", {}).get("parameters", {}).get("profile")
+
+
+def destination(source: Path, profile, to_book: bool = False) -> tuple[Path, str]:
+    """(where a run of `source` at `profile` writes, why). The book page only for its published profile
+    ("paper" or "reduced" when the page has none yet) or with `to_book`; else results/tmp/notebooks/."""
+    book, published = book_path(source), published_profile(source)
+    if to_book:
+        return book, "--to-book"
+    allowed = (published,) if published in PUBLISHED else PUBLISHED
+    if profile in allowed:
+        return book, "the page's published profile" if published else "a first executed copy for the book"
+    if published in PUBLISHED:
+        why = f"not the book: {_show(book)} keeps its {published!r} run; --to-book replaces it"
+    else:
+        why = f"not the book: only a {' or '.join(map(repr, PUBLISHED))} run goes there, or --to-book"
+    return scratch_path(source), why
+
+
+def source_problem(path: Path) -> str | None:
+    """Why `path` cannot be run (missing, not a notebook, the book's executed copy), None when it can."""
+    path = Path(path)
+    in_book = _under(path, BOOK)
+    if in_book is not None and in_book.suffix == ".ipynb":
+        return (f"{_show(path)} is the book's executed copy, not a source: pass the source "
+                f"{_show(SOURCES / in_book)}")
+    if not path.is_file():
+        known = [_show(p) for p in sources()]
+        near = difflib.get_close_matches(_show(path), known, n=1)
+        return f"no such notebook: {path}" + (f"; did you mean {near[0]}?" if near else "")
+    if path.suffix != ".ipynb":
+        return f"{_show(path)} is not a notebook (.ipynb)"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the parameters cell and what its parameters take
+# ------------------------------------------------------------------------------------------------------------
+def parameter_cell(source: Path) -> dict[str, tuple[object, str]]:
+    """name -> (default, comment on its line) of the notebook's `parameters` cell; a ValueError unless the
+    notebook has exactly one."""
     import nbformat
     import papermill
 
@@ -48,7 +168,13 @@ def declared_parameters(source: Path) -> dict:
     tagged = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(tagged) != 1:
         raise ValueError(f"{source}: expected exactly one cell tagged 'parameters', found {len(tagged)}")
-    return {name: _literal(spec["default"]) for name, spec in papermill.inspect_notebook(str(source)).items()}
+    return {name: (_literal(spec["default"]), spec.get("help") or "")
+            for name, spec in papermill.inspect_notebook(str(source)).items()}
+
+
+def declared_parameters(source: Path) -> dict:
+    """The names and defaults of the notebook's `parameters` cell; error unless there is exactly one."""
+    return {name: default for name, (default, _) in parameter_cell(source).items()}
 
 
 def _literal(text: str):
@@ -60,6 +186,146 @@ def _literal(text: str):
 
 
 CVAR_EXPERIMENTS = {"mnist": "mnist", "fmnist_table": "fmnist", "synthetic_2d": "synthetic_2d"}  # page -> experiment
+
+
+def page_profiles(source: Path) -> list[str]:
+    """The profiles a page takes: the keys of `PROFILES` in its chapter code, `flkit.papers.<chapter>.<page>`
+    (keyed by profile) or `flkit.papers.<chapter>` (keyed by page, or by experiment for Fed-CVaR-Avg);
+    where neither exposes them, those of DEFAULT_PROFILES that the comment on the `profile` line names
+    (`profile = "smoke"  # smoke: ...; paper: ...`), else all of DEFAULT_PROFILES."""
+    source = Path(source)
+    chapter, page = source.parent.name, source.stem
+    key = CVAR_EXPERIMENTS.get(page, page) if chapter == "cvar" else page
+    for name in (f"flkit.papers.{chapter}.{page}", f"flkit.papers.{chapter}"):
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:       # no chapter code of that name; any other missing module is an error
+            if e.name and (name == e.name or name.startswith(e.name + ".")):
+                continue
+            raise
+        table = getattr(module, "PROFILES", None)
+        if isinstance(table, Mapping) and "smoke" in table:
+            return sorted(table)
+        if isinstance(table, Mapping) and isinstance(table.get(key), Mapping):
+            return sorted(table[key])
+    comment = parameter_cell(source).get("profile", (None, ""))[1]
+    named = [p for p in DEFAULT_PROFILES if re.search(rf"\b{p}\b", comment)]
+    return sorted(named if len(named) >= 2 else DEFAULT_PROFILES)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _yaml(v) -> str:
+    """A value as one would type it after -p."""
+    return yaml.safe_dump(v, default_flow_style=True, width=1000).strip().removesuffix("\n...").strip()
+
+
+def _kind_of(default) -> tuple[str, type | tuple]:
+    """What a parameter takes when only its default tells: (words for it, the Python types accepted)."""
+    if isinstance(default, bool):
+        return "true or false", bool
+    if isinstance(default, int):
+        return f"an int, e.g. {default}", int
+    if isinstance(default, float):
+        return f"a number, e.g. {default}", (int, float)
+    return f"{'a string' if isinstance(default, str) else 'a ' + type(default).__name__}, e.g. {_yaml(default)}", \
+        type(default)
+
+
+def value_problem(name: str, value, default, profiles: list[str]) -> str | None:
+    """Why `value` is refused for parameter `name` (default `default`), None when it is accepted. What a
+    parameter takes is read from its name first: `profile` one of the page's `profiles`; `seeds`, `*_seeds` a
+    non-empty list of distinct ints >= 0; `seed`, `*_seed` an int >= 0; a name that `flkit.papers.settings`
+    has a rule for (rounds, steps, mc_draws, subset, eta, beta, p_values, ...) that rule; `*_steps`,
+    `*_rounds`, `*_draws`, `epochs` an int >= 1; `checkpoints` a list of ints >= 0. Otherwise from the
+    default: the default's type (an int where the default is a float is accepted), anything where it is None.
+    null (None) is accepted exactly where the default is None: "the profile's value"."""
+    from flkit.papers import settings
+
+    or_null = ", or null (the profile's)" if default is None else ""
+    if value is None:
+        return None if default is None else f"{name} has no null form here; the default is {_yaml(default)}"
+    if name == "profile":
+        return None if value in profiles else \
+            f"profile must be one of {', '.join(profiles)} (the profiles of this page)"
+    if name == "seeds" or name.endswith("_seeds"):
+        ok = (isinstance(value, list) and value and all(_is_int(s) and s >= 0 for s in value)
+              and len(set(value)) == len(value))
+        return None if ok else f"{name} must be a list of distinct ints >= 0, e.g. [0, 1, 2]{or_null}"
+    if name == "seed" or name.endswith("_seed"):
+        return None if _is_int(value) and value >= 0 else f"{name} must be an int >= 0, e.g. 0{or_null}"
+    if name in settings.RULES:
+        try:
+            settings.RULES[name](value, name)
+        except ValueError as e:
+            return f"{e}{or_null}"
+        return None
+    if name == "epochs" or name.endswith(("_steps", "_rounds", "_draws")):
+        return None if _is_int(value) and value >= 1 else f"{name} must be an int >= 1, e.g. 10{or_null}"
+    if name == "checkpoints":
+        ok = isinstance(value, list) and value and all(_is_int(s) and s >= 0 for s in value)
+        return None if ok else f"{name} must be a list of ints >= 0, e.g. [0, 50, 100]{or_null}"
+    if default is None:
+        return None
+    words, types = _kind_of(default)
+    ok = isinstance(value, types) and (isinstance(default, bool) or not isinstance(value, bool))
+    return None if ok else f"{name} must be {words}"
+
+
+def parse_values(pairs: list[tuple[str, str]]) -> dict:
+    """The `-p NAME VALUE` pairs read as YAML; a ParameterError for text that is not YAML or a name given twice."""
+    values, problems = {}, []
+    for name, text in pairs:
+        if name in values:
+            problems.append(f"-p {name} is given twice: give it once")
+            continue
+        try:
+            values[name] = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            why = getattr(e, "problem", None) or str(e).splitlines()[0]
+            problems.append(f"-p {name} {shlex.quote(text)}: the value must be YAML ({why}), "
+                            f"e.g. -p seeds \"[0, 1, 2]\", -p rounds 100, -p profile paper")
+    if problems:
+        raise ParameterError(problems)
+    return values
+
+
+def check(source: Path, values: dict, skip_undeclared: bool = False,
+          texts: dict | None = None) -> tuple[dict, list[str]]:
+    """(the parameters to pass to `source`, one line per parameter skipped), checked before any kernel
+    starts; a ParameterError with one line per problem. `skip_undeclared` (for --all) skips parameters
+    the notebook does not declare instead of refusing them; `texts` are the values as typed, for the messages."""
+    source, texts = Path(source), texts or {}
+    try:
+        cell = parameter_cell(source)
+    except ValueError as e:
+        raise ParameterError([str(e)]) from None
+    where, known = _show(source), {name: default for name, (default, _) in cell.items()}
+    problems, skipped = [], []
+    for name in sorted(set(values) - set(known)):
+        if skip_undeclared:
+            skipped.append(f"skip -p {name} for {where}: it has no such parameter")
+            continue
+        near = difflib.get_close_matches(name, known, n=1)
+        problems.append(f"{where}: -p {name}: no such parameter" + (f" (did you mean {near[0]}?)" if near else "")
+                        + f"; it takes {', '.join(sorted(known))}")
+    parameters = {k: v for k, v in values.items() if k in known}
+    profiles = page_profiles(source) if "profile" in parameters else list(DEFAULT_PROFILES)
+    for name, value in parameters.items():
+        why = value_problem(name, value, known[name], profiles)
+        if why:
+            comment = cell[name][1]
+            problems.append(f"{where}: -p {name} {shlex.quote(texts.get(name, _yaml(value)))}: {why}"
+                            + (f" [parameters cell: {comment}]" if comment else ""))
+    if problems:
+        raise ParameterError(problems)
+    try:
+        check_values(source, {**known, **parameters})
+    except ValueError as e:
+        raise ParameterError([f"{where}: {e}"]) from None
+    return parameters, skipped
 
 
 def check_values(source: Path, parameters: dict) -> None:
@@ -74,6 +340,9 @@ def check_values(source: Path, parameters: dict) -> None:
                   seeds=parameters.get("seeds"), rounds=parameters.get("rounds"))
 
 
+# ------------------------------------------------------------------------------------------------------------
+# execution
+# ------------------------------------------------------------------------------------------------------------
 def _git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
@@ -90,49 +359,174 @@ def _machine() -> str:
     return f"CPU only: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
-def execute(source: Path, parameters: dict | None = None, out: Path | None = None,
-            kernel: str = "python3", log_output: bool = False) -> Path:
-    """Run one source notebook with papermill; return the path of the executed copy."""
+def _remove(paths: list) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+@contextlib.contextmanager
+def _sigterm_removes(paths: list):
+    """While a notebook runs, SIGTERM removes the files in `paths` (the list may grow meanwhile) and raises
+    Terminated, so that papermill's clean-up shuts the kernel down. Signal handlers can only be set in the
+    main thread; elsewhere nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        _remove(paths)
+        raise Terminated(signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _private_jupyter_dir() -> None:
+    """The kernel is this interpreter, never a stale user-level 'python3' kernelspec: an empty private
+    JUPYTER_DATA_DIR (unless one is set), removed when the process exits."""
+    if "JUPYTER_DATA_DIR" not in os.environ:
+        os.environ["JUPYTER_DATA_DIR"] = path = tempfile.mkdtemp(prefix="flkit-jupyter-")
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+
+
+def _relative_or_name(path: Path) -> str:
+    rel = _under(path, REPO)
+    return str(rel) if rel is not None else Path(path).name
+
+
+def _run_papermill(source: Path, parameters: dict, known: dict, out: Path, kernel: str, log_output: bool,
+                   debug: bool = False) -> Path:
+    """Execute `source` into a temporary file outside the book, record the run in its metadata (`flkit`
+    key) and move it onto `out` in one rename. The kernel's own log (warnings about its transport, its
+    shutdown) is silenced unless `debug`; what the cells print and raise is unaffected."""
     import nbformat
     import papermill
 
-    source = Path(source).resolve()
-    if not source.is_file():
-        raise FileNotFoundError(f"no such notebook: {source}")
-    parameters = dict(parameters or {})
-    known = declared_parameters(source)
-    unknown = sorted(set(parameters) - set(known))
-    if unknown:
-        raise ValueError(f"{source.name}: unknown parameter(s) {unknown}; this notebook takes {sorted(known)}")
-    check_values(source, {**known, **parameters})
-    out = Path(out) if out else book_path(source)
+    source, out = Path(source).resolve(), Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    # The kernel is this interpreter: never a stale user-level 'python3' kernelspec.
-    os.environ.setdefault("JUPYTER_DATA_DIR", tempfile.mkdtemp(prefix="flkit-jupyter-"))
-    fd, tmp = tempfile.mkstemp(suffix=".ipynb", dir=out.parent, prefix=f".{out.stem}-")
+    _private_jupyter_dir()
+    fd, work = tempfile.mkstemp(suffix=".ipynb", prefix=f"flkit-run-{out.stem}-")   # the system's temp dir
     os.close(fd)
+    temporaries = [work]
     start = time.time()
-    try:
-        papermill.execute_notebook(str(source), tmp, parameters=parameters, kernel_name=kernel,
-                                   cwd=str(source.parent), log_output=log_output, progress_bar=False)
-        nb = nbformat.read(tmp, as_version=4)
-        pm = nb.metadata.get("papermill", {})      # no local paths in what the book publishes
-        pm["input_path"] = str(source.relative_to(REPO)) if source.is_relative_to(REPO) else source.name
-        pm["output_path"] = str(out.resolve().relative_to(REPO)) if out.resolve().is_relative_to(REPO) else out.name
-        nb.metadata["flkit"] = {
-            "source": str(source.relative_to(REPO)) if source.is_relative_to(REPO) else str(source),
-            "parameters": {**known, **parameters},
-            "wall_time_s": round(time.time() - start, 1),
-            "machine": _machine(),
-            "commit": _git_commit(),
-        }
-        nbformat.write(nb, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with _sigterm_removes(temporaries):
+        try:
+            papermill.execute_notebook(str(source), work, parameters=parameters, kernel_name=kernel,
+                                       cwd=str(source.parent), log_output=log_output, progress_bar=False,
+                                       extra_arguments=[] if debug else ["--Application.log_level=CRITICAL"])
+            nb = nbformat.read(work, as_version=4)
+            pm = nb.metadata.get("papermill", {})      # no local paths in what the book publishes
+            pm["input_path"], pm["output_path"] = _relative_or_name(source), _relative_or_name(out)
+            nb.metadata["flkit"] = {
+                "source": _relative_or_name(source),
+                "parameters": {**known, **parameters},
+                "wall_time_s": round(time.time() - start, 1),
+                "machine": _machine(),
+                "commit": _git_commit(),
+            }
+            nbformat.write(nb, work)
+            fd, part = tempfile.mkstemp(suffix=".part", prefix=f".{out.stem}-", dir=out.parent)  # same filesystem
+            os.close(fd)
+            temporaries.append(part)
+            shutil.copyfile(work, part)
+            os.chmod(part, 0o644)
+            os.replace(part, out)
+        finally:
+            _remove(temporaries)
     return out
+
+
+def execute(source: Path, parameters: dict | None = None, out: Path | None = None,
+            kernel: str = "python3", log_output: bool = False, to_book: bool = False) -> Path:
+    """Run one source notebook with papermill; return the path of the executed copy: `out`, else
+    `destination(...)` (the book page for its published profile or with `to_book`, else
+    results/tmp/notebooks/). A ParameterError (a ValueError) before any kernel starts for a bad source or
+    parameter; papermill's PapermillExecutionError for an exception inside the notebook."""
+    problem = source_problem(source)
+    if problem:
+        raise ParameterError([problem])
+    parameters, _ = check(source, dict(parameters or {}))
+    known = declared_parameters(source)
+    if out is None:
+        out, _ = destination(source, {**known, **parameters}.get("profile"), to_book)
+    return _run_papermill(source, parameters, known, Path(out), kernel, log_output)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the command line
+# ------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Job:
+    source: Path
+    parameters: dict
+    known: dict
+    out: Path
+    why: str
+
+
+def plan(args: argparse.Namespace) -> tuple[list[Job], list[str]]:
+    """Every run the command line asks for, all checked before the first starts, and the lines saying what
+    was skipped (--all); a ParameterError listing every problem."""
+    values = parse_values(args.parameter)
+    texts = dict(args.parameter)
+    jobs, notes, problems, declared = [], [], [], set()
+    for nb in sources() if args.all else args.notebooks:
+        problem = source_problem(nb)
+        if problem:
+            problems.append(problem)
+            continue
+        try:
+            known = declared_parameters(nb)
+            declared |= set(known)
+            if args.all:
+                parameters, skipped = _check_page(nb, known, values, texts)
+            else:
+                parameters, skipped = check(nb, values, texts=texts)
+            notes += skipped
+            if parameters is None:
+                continue
+            profile = {**known, **parameters}.get("profile")
+            out, why = (args.out, "") if args.out else destination(nb, profile, args.to_book)
+        except (ParameterError, ValueError) as e:
+            problems += e.problems if isinstance(e, ParameterError) else [str(e)]
+            continue
+        jobs.append(Job(Path(nb), parameters, known, Path(out), why))
+    if args.all:
+        problems += [f"-p {name}: no notebook declares this parameter" for name in sorted(set(values) - declared)]
+        if not jobs and not problems and "profile" in values:
+            problems.append(f"-p profile {texts['profile']}: no notebook has this profile")
+    if problems:
+        raise ParameterError(problems)
+    return jobs, notes
+
+
+def _check_page(source: Path, known: dict, values: dict, texts: dict) -> tuple[dict | None, list[str]]:
+    """`check` for --all: undeclared parameters skipped, and the whole page skipped (None) when it has no
+    profile of the name given."""
+    if "profile" in values and "profile" in known and values["profile"] not in (profiles := page_profiles(source)):
+        return None, [f"skip {_show(source)}: it has no profile {values['profile']!r} "
+                      f"(its profiles: {', '.join(profiles)})"]
+    return check(source, values, skip_undeclared=True, texts=texts)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, s = divmod(round(seconds), 60)
+    return f"{minutes} min {s:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception as one line: its class and message (for an error inside the notebook, the notebook's)."""
+    from papermill.exceptions import PapermillExecutionError
+
+    if isinstance(e, PapermillExecutionError):
+        return " ".join((f"{e.ename}: {e.evalue}" if e.evalue else e.ename).split())
+    return " ".join(f"{type(e).__name__}: {e}".split())
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -141,25 +535,65 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--all", action="store_true", help="every source notebook")
     ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="override a parameter (value read as YAML); repeatable")
-    ap.add_argument("--out", type=Path, help="output path (one notebook only); default: its place in book/")
+    ap.add_argument("--out", type=Path, help="output path (one notebook only); default: the book page for its "
+                                             "published profile, else results/tmp/notebooks/")
+    ap.add_argument("--to-book", action="store_true", help="write the book page whatever the profile")
     ap.add_argument("--kernel", default="python3")
     ap.add_argument("--log-output", action="store_true", help="stream cell output to the terminal")
+    ap.add_argument("--debug", action="store_true", help="print the full traceback of an error")
+    ap.add_argument("--dry-run", action="store_true", help="check the command line, say where each run would "
+                                                           "write, run nothing")
     args = ap.parse_args(argv)
     if args.all == bool(args.notebooks):
         ap.error("give notebook paths or --all (not both)")
     if args.out and (args.all or len(args.notebooks) > 1):
         ap.error("--out takes a single notebook")
+    if args.out and args.to_book:
+        ap.error("--out and --to-book exclude each other")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status 0: every run finished; 1: an error while running (one line, --debug for the traceback);
+    2: a problem with the command line, found before any kernel started; 130/143: interrupted/terminated."""
     args = _parse(argv)
-    params = {name: yaml.safe_load(value) for name, value in args.parameter}
-    todo = sources() if args.all else args.notebooks
-    for nb in todo:
+    try:
+        jobs, notes = plan(args)
+    except ParameterError as e:
+        for line in e.problems:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+    for line in notes:
+        print(line)
+    t_all = time.time()
+    for job in jobs:
+        profile = {**job.known, **job.parameters}.get("profile")
+        print(f"{'would run' if args.dry_run else 'run'} {_show(job.source)} (profile {profile!r}) -> "
+              f"{_show(job.out)}" + (f" ({job.why})" if job.why.startswith("not the book") else ""), flush=True)
+        if args.dry_run:
+            continue
         t0 = time.time()
-        out = execute(nb, params, args.out, kernel=args.kernel, log_output=args.log_output)
-        print(f"{nb} -> {out.relative_to(REPO) if out.is_relative_to(REPO) else out} ({time.time() - t0:.0f} s)")
+        try:
+            _run_papermill(job.source, job.parameters, job.known, job.out, args.kernel, args.log_output, args.debug)
+        except Terminated:
+            print(f"error: terminated (SIGTERM) while running {_show(job.source)}; nothing written to "
+                  f"{_show(job.out)}", file=sys.stderr)
+            return 143
+        except KeyboardInterrupt:
+            print(f"error: interrupted while running {_show(job.source)}; nothing written to {_show(job.out)}",
+                  file=sys.stderr)
+            return 130
+        except Exception as e:
+            if args.debug:
+                traceback.print_exc()
+            print(f"error: {_show(job.source)}: {_one_line(e)}; nothing written to {_show(job.out)}"
+                  + ("" if args.debug else " (--debug prints the traceback)"), file=sys.stderr)
+            return 1
+        print(f"done {_show(job.source)} in {_duration(time.time() - t0)} -> {_show(job.out)}", flush=True)
+    if len(jobs) > 1 and not args.dry_run:
+        in_book = sum(_under(j.out, BOOK) is not None for j in jobs)
+        print(f"{len(jobs)} notebooks in {_duration(time.time() - t_all)}: {in_book} written into "
+              f"{_show(BOOK)}/, {len(jobs) - in_book} elsewhere")
     return 0
 
 

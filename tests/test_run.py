@@ -1,25 +1,205 @@
-"""The papermill runner: parameter checks before work, atomic output, metadata."""
+"""The papermill runner: where outputs go, one-line errors before any kernel starts, one-line errors from
+inside a notebook, --all skipping, atomic output and SIGTERM. Most tests replace papermill's execution with a
+copy (no kernel); three (marked slow) run a real kernel on a two-cell notebook."""
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import nbformat
+import papermill
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
+from papermill.exceptions import PapermillExecutionError
 
 from flkit import run
 
+PARAMS = 'profile = "smoke"   # smoke | reduced | paper\nseeds = None\nrounds = None\ndevice = "auto"'
 
-def _nb(path, body="x = profile", params='profile = "smoke"\nseed = 0\ndevice = "auto"'):
+
+def _nb(path, body="x = profile", params=PARAMS, profile=None):
+    """A two-cell notebook; `profile` records an executed copy's profile in its metadata as the runner does."""
     nb = new_notebook(cells=[new_code_cell(params, metadata={"tags": ["parameters"]}), new_code_cell(body)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    if profile:
+        nb.metadata["flkit"] = {"parameters": {"profile": profile}}
+    path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
 
 
-def test_unknown_parameter_refused_before_running(tmp_path):
-    src = _nb(tmp_path / "a.ipynb", body="raise SystemExit('must not run')")
-    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['profil'\].*takes \['device', 'profile', 'seed'\]"):
-        run.execute(src, {"profil": "paper"}, out=tmp_path / "out.ipynb")
-    assert not (tmp_path / "out.ipynb").exists()
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A tiny repository: notebooks/ch/a.ipynb (published in the book with profile 'paper'),
+    notebooks/ch/b.ipynb (no executed copy; takes `seed`, not `seeds`), notebooks/ch/c.ipynb (published
+    'reduced'). run.REPO, SOURCES and BOOK point into it."""
+    monkeypatch.setattr(run, "REPO", tmp_path)
+    monkeypatch.setattr(run, "SOURCES", tmp_path / "notebooks")
+    monkeypatch.setattr(run, "BOOK", tmp_path / "book")
+    monkeypatch.chdir(tmp_path)
+    _nb(tmp_path / "notebooks/ch/a.ipynb")
+    _nb(tmp_path / "notebooks/ch/b.ipynb", params='profile = "smoke"\nseed = 0\ndevice = "auto"')
+    _nb(tmp_path / "notebooks/ch/c.ipynb")
+    _nb(tmp_path / "book/ch/a.ipynb", profile="paper")
+    _nb(tmp_path / "book/ch/c.ipynb", profile="reduced")
+    return tmp_path
+
+
+def _snapshot(root):
+    """Every file's bytes and every folder's mtime (a file created and removed again changes it)."""
+    return {p: p.read_bytes() if p.is_file() else p.stat().st_mtime_ns for p in [root, *sorted(root.rglob("*"))]}
+
+
+@pytest.fixture
+def fake_papermill(monkeypatch):
+    """papermill.execute_notebook replaced by a copy with the parameters injected (no kernel); records calls."""
+    calls = []
+
+    def execute_notebook(input_path, output_path, parameters=None, **kwargs):
+        calls.append((input_path, dict(parameters or {})))
+        nb = nbformat.read(input_path, as_version=4)
+        nb.cells.insert(1, new_code_cell(repr(parameters), metadata={"tags": ["injected-parameters"]}))
+        nbformat.write(nb, output_path)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+    monkeypatch.setattr(run, "_machine", lambda: "test machine")
+    return calls
+
+
+@pytest.fixture
+def no_kernel(monkeypatch):
+    """Fails the test if a notebook is executed."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a kernel was started")
+    monkeypatch.setattr(papermill, "execute_notebook", refuse)
+
+
+# ------------------------------------------------------------------------------------------------ destinations
+def test_destination_follows_the_published_profile(tree):
+    a, b, c = (tree / f"notebooks/ch/{n}.ipynb" for n in "abc")
+    book, scratch = tree / "book/ch", tree / "results/tmp/notebooks/ch"
+    assert run.published_profile(a) == "paper" and run.published_profile(b) is None
+    assert run.destination(a, "paper")[0] == book / "a.ipynb"
+    for profile in ("smoke", "reduced", None):
+        out, why = run.destination(a, profile)
+        assert out == scratch / "a.ipynb"
+        assert why == "not the book: book/ch/a.ipynb keeps its 'paper' run; --to-book replaces it"
+    assert run.destination(a, "smoke", to_book=True)[0] == book / "a.ipynb"
+    assert [run.destination(b, p)[0] for p in ("paper", "reduced", "smoke")] == \
+        [book / "b.ipynb", book / "b.ipynb", scratch / "b.ipynb"]
+    assert [run.destination(c, p)[0] for p in ("paper", "reduced")] == [scratch / "c.ipynb", book / "c.ipynb"]
+
+
+def test_all_at_smoke_leaves_the_book_untouched(tree, fake_papermill, capsys):
+    before = _snapshot(tree / "book")
+    assert run.main(["--all", "-p", "profile", "smoke", "-p", "seeds", "[1, 2]"]) == 0
+    assert _snapshot(tree / "book") == before
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "skip -p seeds for notebooks/ch/b.ipynb: it has no such parameter"
+    assert [p for _, p in fake_papermill] == [{"profile": "smoke", "seeds": [1, 2]}, {"profile": "smoke"},
+                                              {"profile": "smoke", "seeds": [1, 2]}]
+    for name in "abc":
+        written = tree / f"results/tmp/notebooks/ch/{name}.ipynb"
+        assert nbformat.read(written, as_version=4).metadata["flkit"]["parameters"]["profile"] == "smoke"
+        done = [line for line in out if line.startswith(f"done notebooks/ch/{name}.ipynb in ")]
+        assert len(done) == 1 and done[0].endswith(f" s -> results/tmp/notebooks/ch/{name}.ipynb")
+    assert out[-1].startswith("3 notebooks in ") and out[-1].endswith(": 0 written into book/, 3 elsewhere")
+    assert not list((tree / "results/tmp/notebooks/ch").glob(".*")), "no temporary file left beside the output"
+
+
+def test_published_profile_writes_the_page_and_out_anywhere(tree, fake_papermill, capsys):
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper"]) == 0
+    meta = nbformat.read(tree / "book/ch/a.ipynb", as_version=4).metadata
+    assert meta["flkit"]["parameters"] == {"profile": "paper", "seeds": None, "rounds": None, "device": "auto"}
+    assert meta["flkit"]["source"] == "notebooks/ch/a.ipynb" and meta["flkit"]["machine"] == "test machine"
+    assert run.main(["notebooks/ch/c.ipynb", "--to-book"]) == 0      # smoke, but asked for
+    assert run.published_profile(tree / "notebooks/ch/c.ipynb") == "smoke"
+    assert run.main(["notebooks/ch/b.ipynb", "--out", str(tree / "x" / "b.ipynb")]) == 0
+    assert (tree / "x/b.ipynb").is_file() and not (tree / "book/ch/b.ipynb").exists()
+    assert capsys.readouterr().out.splitlines()[0] == "run notebooks/ch/a.ipynb (profile 'paper') -> book/ch/a.ipynb"
+
+
+def test_dry_run_runs_nothing(tree, no_kernel, capsys):
+    assert run.main(["notebooks/ch/a.ipynb", "--dry-run"]) == 0
+    assert capsys.readouterr().out == ("would run notebooks/ch/a.ipynb (profile 'smoke') -> "
+                                       "results/tmp/notebooks/ch/a.ipynb (not the book: book/ch/a.ipynb keeps its "
+                                       "'paper' run; --to-book replaces it)\n")
+    assert not (tree / "results").exists()
+
+
+# ------------------------------------------------------------------------- one line per problem, exit status 2
+@pytest.mark.parametrize("argv, line", [
+    (["-p", "seeds", "[0, 1"], "error: -p seeds '[0, 1': the value must be YAML (expected ',' or ']', but got "
+                               "'<stream end>'), e.g. -p seeds \"[0, 1, 2]\", -p rounds 100, -p profile paper"),
+    (["-p", "profil", "paper"], "error: notebooks/ch/a.ipynb: -p profil: no such parameter (did you mean profile?); "
+                                "it takes device, profile, rounds, seeds"),
+    (["-p", "seeds", "3"], "error: notebooks/ch/a.ipynb: -p seeds 3: seeds must be a list of distinct ints >= 0, "
+                           "e.g. [0, 1, 2], or null (the profile's)"),
+    (["-p", "seeds", "[1, 1]"], "error: notebooks/ch/a.ipynb: -p seeds '[1, 1]': seeds must be a list of distinct "
+                                "ints >= 0, e.g. [0, 1, 2], or null (the profile's)"),
+    (["-p", "rounds", "abc"], "error: notebooks/ch/a.ipynb: -p rounds abc: rounds must be an int >= 1, got 'abc', "
+                              "or null (the profile's)"),
+    (["-p", "profile", "5"], "error: notebooks/ch/a.ipynb: -p profile 5: profile must be one of paper, reduced, smoke "
+                             "(the profiles of this page) [parameters cell: smoke | reduced | paper]"),
+    (["-p", "device", "null"], "error: notebooks/ch/a.ipynb: -p device null: device has no null form here; "
+                               "the default is auto"),
+    (["-p", "device", "0"], "error: notebooks/ch/a.ipynb: -p device 0: device must be a string, e.g. auto"),
+])
+def test_bad_value_is_one_line_before_any_kernel(tree, no_kernel, capsys, argv, line):
+    assert run.main(["notebooks/ch/a.ipynb", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err == line + "\n"
+    assert not (tree / "results").exists()
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["book/ch/a.ipynb"], "error: book/ch/a.ipynb is the book's executed copy, not a source: pass the source "
+                          "notebooks/ch/a.ipynb"),
+    (["notebooks/ch/aa.ipynb"], "error: no such notebook: notebooks/ch/aa.ipynb; did you mean notebooks/ch/a.ipynb?"),
+    (["--all", "-p", "seds", "[0]"], "error: -p seds: no notebook declares this parameter"),
+    (["--all", "-p", "profile", "full"], "error: -p profile full: no notebook has this profile"),
+    (["--all", "-p", "seed", "-1"], "error: notebooks/ch/b.ipynb: -p seed -1: seed must be an int >= 0, e.g. 0"),
+])
+def test_bad_notebook_or_all_is_one_line(tree, no_kernel, capsys, argv, line):
+    assert run.main(argv) == 2
+    assert capsys.readouterr().err == line + "\n"
+
+
+def test_every_problem_reported_at_once(tree, no_kernel, capsys):
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "seeds", "3", "-p", "rounds", "0", "-p", "sed", "1"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(": ")[2] for line in lines] == ["-p sed", "-p seeds 3", "-p rounds 0"]
+
+
+@pytest.mark.parametrize("name, value, default, expected", [
+    ("seeds", [0, 3], None, None), ("seeds", None, None, None), ("seeds", 3, None, "seeds must be a list"),
+    ("seeds", [], None, "seeds must be a list"), ("seeds", [-1], None, "seeds must be a list"),
+    ("mnist_seeds", [True], None, "mnist_seeds must be a list"), ("seed", 0, 0, None),
+    ("setting_seed", 1.5, None, "setting_seed must be an int >= 0"), ("rounds", 100, None, None),
+    ("rounds", {0.1: 200}, None, None), ("rounds", {0.1: 0}, None, "rounds[0.1] must be an int >= 1, got 0"),
+    ("rounds", 2.5, None, "rounds must be an int >= 1, got 2.5"), ("local_steps", 5, None, None),
+    ("local_steps", 0, None, "local_steps must be an int >= 1"),
+    ("mc_draws", True, None, "mc_draws must be an int >= 1"),
+    ("eta", 0.1, None, None), ("beta", 1.0, None, "beta must lie in [0, 1), got 1.0"),
+    ("checkpoints", [0, 10], None, None), ("checkpoints", 10, None, "checkpoints must be a list of ints >= 0"),
+    ("compute_missing", False, True, None), ("compute_missing", 0, True, "compute_missing must be true or false"),
+    ("smooth", 1, 0.9, None), ("smooth", "x", 0.9, "smooth must be a number, e.g. 0.9"),
+    ("dataset", "cifar10", None, None), ("dataset", 3, None, None), ("profile", "paper", "smoke", None),
+    ("profile", "reduced", "smoke", "profile must be one of paper, smoke"),
+])
+def test_value_problem(name, value, default, expected):
+    why = run.value_problem(name, value, default, ["paper", "smoke"])
+    assert why == expected if expected is None else why.startswith(expected)
+
+
+def test_page_profiles_come_from_the_chapter_code():
+    assert run.page_profiles(run.SOURCES / "mifa" / "quadratic.ipynb") == ["paper", "smoke"]          # PROFILES[page]
+    assert run.page_profiles(run.SOURCES / "cvar" / "fmnist_table.ipynb") == ["paper", "reduced", "smoke"]  # experiment
+    assert run.page_profiles(run.SOURCES / "availability" / "markov.ipynb") == ["paper", "smoke"]     # module per page
+    assert run.page_profiles(run.SOURCES / "appendix" / "engine.ipynb") == ["paper", "smoke"]         # from the comment
 
 
 def test_needs_exactly_one_parameters_cell(tmp_path):
@@ -29,48 +209,78 @@ def test_needs_exactly_one_parameters_cell(tmp_path):
         run.declared_parameters(tmp_path / "b.ipynb")
 
 
-@pytest.mark.slow
-def test_execute_overrides_and_records(tmp_path):
-    src = _nb(tmp_path / "c.ipynb", body="assert profile == 'paper' and seed == 3")
-    out = run.execute(src, {"profile": "paper", "seed": 3}, out=tmp_path / "c_out.ipynb")
-    meta = nbformat.read(out, as_version=4).metadata["flkit"]
-    assert meta["parameters"] == {"profile": "paper", "seed": 3, "device": "auto"}
-    assert meta["wall_time_s"] >= 0 and meta["machine"]
-
-
-@pytest.mark.slow
-def test_failed_run_leaves_no_output(tmp_path):
-    src = _nb(tmp_path / "d.ipynb", body="raise RuntimeError('boom')")
-    out = tmp_path / "book" / "d.ipynb"
-    with pytest.raises(Exception, match="boom"):
-        run.execute(src, out=out)
-    assert list(out.parent.iterdir()) == []
+def test_execute_refuses_before_running(tmp_path, no_kernel):
+    src = _nb(tmp_path / "a.ipynb")
+    with pytest.raises(run.ParameterError, match=r"-p profil: no such parameter \(did you mean profile\?\); "
+                                                  r"it takes device, profile, rounds, seeds"):
+        run.execute(src, {"profil": "paper"}, out=tmp_path / "out.ipynb")
+    with pytest.raises(run.ParameterError, match="is not under notebooks/: give --out PATH"):
+        run.execute(src, {"profile": "paper"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.ipynb"]
 
 
 def test_cli_rejects_bad_arguments(capsys):
-    with pytest.raises(SystemExit):
-        run.main([])
-    assert "give notebook paths or --all" in capsys.readouterr().err
+    for argv, message in [([], "give notebook paths or --all"),
+                          (["x.ipynb", "--out", "y.ipynb", "--to-book"], "--out and --to-book exclude each other")]:
+        with pytest.raises(SystemExit):
+            run.main(argv)
+        assert message in capsys.readouterr().err
 
 
+# ------------------------------------------------------------------------------- errors inside the notebook
+def _raise_in_notebook(*args, **kwargs):
+    raise PapermillExecutionError(1, 2, "s = profile(p)", "ValueError", "unknown profile 'full'; choose one of\n"
+                                  "['paper', 'smoke']", ["Traceback line 1", "ValueError: unknown profile"])
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_error_inside_the_notebook_is_one_line(tree, monkeypatch, capsys, debug):
+    monkeypatch.setattr(papermill, "execute_notebook", _raise_in_notebook)
+    before = _snapshot(tree / "book")
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper"] + ["--debug"] * debug) == 1
+    err = capsys.readouterr().err
+    line = ("error: notebooks/ch/a.ipynb: ValueError: unknown profile 'full'; choose one of "
+            "['paper', 'smoke']; nothing written to book/ch/a.ipynb")
+    if debug:
+        assert err.startswith("Traceback (most recent call last):") and "Traceback line 1" in err
+        assert err.endswith("\n" + line + "\n")
+    else:
+        assert err == line + " (--debug prints the traceback)\n"
+    assert _snapshot(tree / "book") == before
+
+
+def test_other_errors_are_one_line_too(tree, monkeypatch, capsys):
+    def dead(*args, **kwargs):
+        raise RuntimeError("Kernel died before replying to kernel_info")
+    monkeypatch.setattr(papermill, "execute_notebook", dead)
+    assert run.main(["notebooks/ch/b.ipynb"]) == 1
+    assert capsys.readouterr().err == ("error: notebooks/ch/b.ipynb: RuntimeError: Kernel died before replying to "
+                                       "kernel_info; nothing written to results/tmp/notebooks/ch/b.ipynb "
+                                       "(--debug prints the traceback)\n")
+
+
+# --------------------------------------------------------------------------- Fed-CVaR-Avg range checks
 CVAR_PAGES = run.SOURCES / "cvar"
 
 
 @pytest.mark.parametrize("params, match", [
-    ({"rounds": -5}, "rounds must be an integer >= 1, got -5"),
-    ({"rounds": 0, "profile": "paper"}, "rounds must be an integer >= 1, got 0"),
-    ({"seeds": []}, r"seeds must be a non-empty list of distinct integers >= 0, got \[\]"),
-    ({"profile": "full"}, "unknown profile 'full' for mnist"),
+    ({"rounds": -5}, "rounds must be an int >= 1, got -5"),
+    ({"rounds": 0, "profile": "paper"}, "rounds must be an int >= 1, got 0"),
+    ({"seeds": []}, r"seeds must be a list of distinct ints >= 0, e.g. \[0, 1, 2\]"),
+    ({"profile": "full"}, "profile must be one of paper, reduced, smoke"),
+    ({"rounds": {0.1: 5}}, r"cvar/mnist.ipynb: rounds must be an integer >= 1, got \{0.1: 5\}"),  # check_values
 ])
-def test_cvar_page_values_refused_before_running(tmp_path, params, match):
-    with pytest.raises(ValueError, match=match):
+def test_cvar_page_values_refused_before_running(tmp_path, no_kernel, params, match):
+    with pytest.raises(run.ParameterError, match=match):
         run.execute(CVAR_PAGES / "mnist.ipynb", params, out=tmp_path / "mnist.ipynb")
     assert not list(tmp_path.iterdir())
 
 
-def test_cli_rejects_negative_rounds_for_a_cvar_page(tmp_path):
-    with pytest.raises(ValueError, match="rounds must be an integer >= 1, got -5"):
-        run.main([str(CVAR_PAGES / "fmnist_table.ipynb"), "-p", "rounds", "-5", "--out", str(tmp_path / "x.ipynb")])
+def test_cli_rejects_a_cvar_value_its_settings_refuse(tmp_path, no_kernel, capsys):
+    argv = [str(CVAR_PAGES / "fmnist_table.ipynb"), "-p", "rounds", "{0.5: 3}", "--out", str(tmp_path / "x.ipynb")]
+    assert run.main(argv) == 2
+    assert capsys.readouterr().err == ("error: notebooks/cvar/fmnist_table.ipynb: rounds must be an integer >= 1, "
+                                       "got {0.5: 3}\n")
     assert not list(tmp_path.iterdir())
 
 
@@ -83,3 +293,47 @@ def test_every_cvar_page_is_checked_and_in_range_values_pass():
         run.check_values(page, {**defaults, "rounds": 3, "seeds": [0, 2]})
         with pytest.raises(ValueError, match="rounds must be an integer >= 1( or None)?, got -1"):
             run.check_values(page, {**defaults, "rounds": -1})
+
+
+# ------------------------------------------------------------------------------- real kernels (two cells each)
+@pytest.mark.slow
+def test_real_run_at_smoke_goes_to_results_tmp(tree, capsys):
+    _nb(tree / "notebooks/ch/a.ipynb", body="assert profile == 'smoke' and seeds == [3]")
+    before = _snapshot(tree / "book")
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "seeds", "[3]"]) == 0
+    assert _snapshot(tree / "book") == before
+    meta = nbformat.read(tree / "results/tmp/notebooks/ch/a.ipynb", as_version=4).metadata
+    assert meta["flkit"]["parameters"] == {"profile": "smoke", "seeds": [3], "rounds": None, "device": "auto"}
+    assert meta["flkit"]["wall_time_s"] >= 0 and meta["papermill"]["output_path"] == "results/tmp/notebooks/ch/a.ipynb"
+
+
+@pytest.mark.slow
+def test_real_error_inside_the_notebook(tree, capsys):
+    _nb(tree / "notebooks/ch/a.ipynb", body="raise ValueError(f'unknown profile {profile!r}')")
+    before = _snapshot(tree / "book")
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper"]) == 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert lines == ["error: notebooks/ch/a.ipynb: ValueError: unknown profile 'paper'; nothing "
+                     "written to book/ch/a.ipynb (--debug prints the traceback)"]
+    assert _snapshot(tree / "book") == before
+
+
+@pytest.mark.slow
+def test_sigterm_leaves_nothing_behind(tmp_path):
+    src = _nb(tmp_path / "sleep.ipynb", body="import pathlib, time\npathlib.Path('started').touch()\ntime.sleep(60)")
+    out, tmp = tmp_path / "book" / "ch" / "sleep.ipynb", tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(run.REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "flkit.run", str(src), "--out", str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 15
+    while not (tmp_path / "started").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert (tmp_path / "started").exists(), "the notebook did not start"
+    assert [p.name.startswith("flkit-run-sleep-") for p in tmp.glob("*.ipynb")] == [True]  # papermill's file
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=8)
+    assert proc.returncode == 143
+    assert f"error: terminated (SIGTERM) while running {src}; nothing written to {out}" in err.splitlines()
+    assert list(out.parent.iterdir()) == []
+    assert list(tmp.iterdir()) == [], "temporary files and the private Jupyter data dir are removed"
