@@ -370,21 +370,23 @@ def cutoff_summary(df: pd.DataFrame, s: Mapping, metric: str = "test_acc") -> pd
 def plot_cutoff(cs: pd.DataFrame):
     """Final-window accuracy vs the cutoff K (K = inf drawn at the right end), one line per p_min."""
     from flkit import plots
-    fig, axes = plots.figure(1, 1, width=5.5, row_height=3.2)
+    fig, axes = plots.figure(1, 1, width=5.5, row_height=3.4)
     ax = axes[0, 0]
     Ks = sorted(cs.K.unique())
     finite = [k for k in Ks if np.isfinite(k)]
     pos = {k: (k if np.isfinite(k) else max(finite) * 4) for k in Ks}
-    for p_min, g in cs.groupby("p_min"):
+    groups = list(cs.groupby("p_min"))
+    for i, (p_min, g) in enumerate(groups):
         g = g.sort_values("K")
-        x = [pos[k] for k in g.K]
+        shift = 1.06 ** (i - (len(groups) - 1) / 2)          # side by side, so that the bars do not overlap
+        x = [pos[k] * shift for k in g.K]
         ax.errorbar(x, g["mean"], yerr=g["sd"].fillna(0), marker="o", capsize=3, label=f"p_min = {p_min:g}")
     ax.set_xscale("log")
     ax.set_xticks([pos[k] for k in Ks], [f"{k:g}" if np.isfinite(k) else "∞" for k in Ks])
     ax.minorticks_off()
     ax.set_xlabel("cutoff K (rounds)")
-    ax.set_ylabel("test accuracy (%)")
-    ax.legend(title="minimum participation probability")
+    ax.set_ylabel("test accuracy (%), mean ± sd")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3, frameon=False)
     return fig
 
 
@@ -517,3 +519,14 @@ def describe(s: Mapping) -> str:
     where = "the document's data set" if s["dataset"] in DOCUMENT_DATASETS else f"{NAMES[s['dataset']]} as a stand-in"
     head = f"profile '{s['profile']}' on {where}"
     return head + (": " + ", ".join(diffs) if diffs else ", the document's setting")
+
+
+def best_cutoffs(cs: pd.DataFrame) -> pd.DataFrame:
+    """Per p_min: the K of the grid with the highest mean accuracy, its accuracy and that of no cutoff."""
+    rows = []
+    for p_min, g in cs.groupby("p_min"):
+        best = g.loc[g["mean"].idxmax()]
+        none = g[~np.isfinite(g.K)]["mean"]
+        rows.append(dict(p_min=p_min, best_K=best.K, best_acc=best["mean"],
+                         no_cutoff_acc=float(none.iloc[0]) if len(none) else np.nan))
+    return pd.DataFrame(rows)
