@@ -4,4 +4,7 @@ hold the pages' settings, the document's formulas that are not an algorithm, and
 
 * :mod:`flkit.papers.hics.entropy` - page "data and entropy": the partitions (Figs. 7-8), the output-layer
   bias update (Eqs. 4-6, 22), the entropy estimate (Eq. 7, Fig. 9) and the privacy remark (appendix 6.5).
+* :mod:`flkit.papers.hics.theory` - page "theory": Theorem 1's entropy-gap bound on real clients (as stated
+  and as its proof ends), Theorem 2 and Lemma 2 on quadratics with known constants, and the SGD-vs-Adam
+  sign argument of Figs. 11-12 (Fashion-MNIST stand-in).
 """
