@@ -530,3 +530,23 @@ def best_cutoffs(cs: pd.DataFrame) -> pd.DataFrame:
         rows.append(dict(p_min=p_min, best_K=best.K, best_acc=best["mean"],
                          no_cutoff_acc=float(none.iloc[0]) if len(none) else np.nan))
     return pd.DataFrame(rows)
+
+
+def empty_rounds(s: Mapping) -> pd.DataFrame:
+    """Per pattern: the rounds in which no client participates (mean over the seeds) and where they fall.
+    Under the code's cyclic pattern every client's active block starts within its first inactive block, so
+    round L - 1 of every cycle has no participant at all."""
+    c0 = configs(s)[0]
+    y = load_data(c0, "cpu")[1].cpu().numpy()
+    rows = []
+    for pattern in s["patterns"]:
+        counts, where = [], set()
+        for seed in s["seeds"]:
+            c = dict(c0, seed=seed, pattern=pattern, markov_x=s["markov_x"], cycle=s["cycle"])
+            m = mask(c, split(c, y)[1])
+            e = np.flatnonzero(m.sum(1) == 0)
+            counts.append(len(e))
+            where |= set((e % s["cycle"]).tolist())
+        rows.append(dict(pattern=PATTERNS[pattern], empty_rounds=float(np.mean(counts)), rounds=s["rounds"],
+                         position_in_cycle=", ".join(str(w) for w in sorted(where)) or "none"))
+    return pd.DataFrame(rows)
