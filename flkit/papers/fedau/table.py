@@ -339,14 +339,15 @@ def rank_agreement(summary: pd.DataFrame, metric: str = "test_acc") -> pd.DataFr
     return pd.DataFrame(rows).pivot(index="pattern", columns="dataset", values="spearman")
 
 
-def plot_curves(df: pd.DataFrame, s: Mapping, metric: str = "test_acc"):
-    """Mean accuracy over seeds vs round, one panel per pattern (band: sd over seeds)."""
+def plot_curves(df: pd.DataFrame, s: Mapping, metric: str = "test_acc", smooth=None):
+    """Mean accuracy over seeds vs round, one panel per pattern (band: sd over seeds; `smooth`: an EMA
+    weight applied to each run's evaluations, `flkit.plots.curves`)."""
     from flkit import plots
     pats = [p for p in PATTERNS if p in set(df.pattern)]
     fig, axes = plots.figure(1, len(pats), row_height=2.9, sharey=True)
     d = df[df.metric == metric].assign(value=lambda x: 100 * x["value"])
     for ax, p in zip(axes[0], pats):
-        plots.curves(d[d.pattern == p], hue="method", ax=ax, order=list(METHODS))
+        plots.curves(d[d.pattern == p], hue="method", ax=ax, order=list(METHODS), smooth=smooth)
         ax.set_title(PATTERNS[p])
         ax.set_xlabel("round")
         ax.set_ylabel("")
@@ -550,3 +551,18 @@ def empty_rounds(s: Mapping) -> pd.DataFrame:
         rows.append(dict(pattern=PATTERNS[pattern], empty_rounds=float(np.mean(counts)), rounds=s["rounds"],
                          position_in_cycle=", ".join(str(w) for w in sorted(where)) or "none"))
     return pd.DataFrame(rows)
+
+
+def reading_values(checks: Sequence[claims.Check]) -> dict:
+    """The checks' numbers and verdicts under short names for the page's prose: d_<k> (mean paired
+    difference, points), v_<k> (verdict), k in part_/all_/known_/k50_<pattern>, mifa, fedvarp (cyclic)."""
+    short = {"Average participating": "part", "Average all": "all", "known p": "known", "FedAU (K = 50) >=": "k50"}
+    out = {}
+    for c in checks:
+        pattern = next((p for p, words in PATTERNS.items() if c.what.startswith(words + ":")), None)
+        if pattern is not None:
+            key = next(v for k, v in short.items() if k in c.what) + f"_{pattern}"
+        else:
+            key = "mifa" if "MIFA" in c.what else "fedvarp"
+        out[f"d_{key}"], out[f"v_{key}"] = float(c.ours), c.verdict
+    return out
