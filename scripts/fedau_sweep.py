@@ -8,7 +8,10 @@ Runs are stored through flkit.results under results/fedau/ (the folder the pages
 for the smoke profile), one CSV + JSON per run, and skipped when already there. A pattern's methods and
 seeds train together in one vectorized fl.run call; a call stopped by --max-minutes checkpoints that batch
 under results/fedau/checkpoints/ and the next call continues from it, so the paper profile can be paid in
-pieces, on several machines. Exit status: 0 when every run is stored, 75 when stopped early (call again).
+pieces, on several machines: carry results/fedau/ (the stored runs and checkpoints/) to the next one.
+MIFA and FedVarp (an N x d table per run) are batched apart from the other methods, so a checkpoint holds
+models only (about 20 MB for a pattern's 25 CNN runs). Exit status: 0 when every run is stored, 75 when
+stopped early (call again).
 """
 from __future__ import annotations
 

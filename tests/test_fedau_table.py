@@ -127,3 +127,13 @@ def test_p_per_seed_reaches_the_rule():
     assert not torch.allclose(both.final_w[0], both.final_w[1])
     with pytest.raises(ValueError, match="no entry for seed 1"):
         fl.run(task, {"k": fl.Algorithm(aggregate.KnownP())}, seeds=[0, 1], rounds=1, availability=mask, p={0: p[0]})
+
+
+def test_sweep_keeps_the_table_methods_apart():
+    s = T.profile("paper")
+    groups = {}
+    for c in T.configs(s):
+        groups.setdefault(repr(sorted(T.sweep_group(c).items())), set()).add(c["method"])
+    assert len(groups) == 6                                     # 3 patterns x (memoryless, tables)
+    assert {frozenset(m) for m in groups.values()} == {frozenset({"MIFA", "FedVarp"}),
+                                                        frozenset(set(T.METHODS) - {"MIFA", "FedVarp"})}
