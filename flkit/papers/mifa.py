@@ -342,9 +342,10 @@ PALETTE = {"fedavg_is": "0.45", "fedavg": "tab:brown", "mifa": "tab:blue", "mifa
 
 
 def plot_curves(df: pd.DataFrame, metric: str, ax=None, methods: Sequence[str] | None = None, log: bool = True,
-                band: str = "minmax"):
+                band: str = "minmax", mark_diverged: bool = True):
     """Mean over seeds per method with a min-max band (`flkit.plots.curves`), momentum methods dashed,
-    diverged runs marked with an x at their round of divergence."""
+    diverged runs marked with an x at their round of divergence (``mark_diverged=False`` leaves the marks
+    out, e.g. on an accuracy axis where an x at the top would read as a value; the means are the same)."""
     from flkit import plots
     methods = [m for m in (methods or METHODS) if m in set(df["method"])]
     data = df[(df["metric"] == metric) & df["method"].isin(methods)]
@@ -354,7 +355,11 @@ def plot_curves(df: pd.DataFrame, metric: str, ax=None, methods: Sequence[str] |
     for line in ax.get_lines():
         if any(str(line.get_label()).startswith(lab) for lab in momentum) and line.get_linestyle() != "None":
             line.set_linestyle("--")
-    ax.legend(fontsize=7, ncol=1, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    if not mark_diverged:
+        for line in ax.get_lines():
+            if line.get_marker() == "x" and line.get_linestyle() == "None":
+                line.remove()
+    ax.legend(ncol=1, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return ax
 
 

@@ -54,6 +54,7 @@ draw itself; both are stationary).
 from __future__ import annotations
 
 import copy
+import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -533,9 +534,9 @@ def worked_example(F_hat=(0.5, 2.25, 3.5, 3.75), lam=(0.2, 0.9, 0.0, 0.5)
 def plot_shares(shares: pd.DataFrame, title: str, ax=None):
     """Measured share of each group of clients (error bar: 2 standard errors) against the notes' p
     (crosses), for both choices of q."""
-    import matplotlib.pyplot as plt
+    from flkit import plots
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.6))
+        ax = plots.figure(1, 1, row_height=3.2)[1][0, 0]
     groups = list(dict.fromkeys(shares["group"]))
     for j, (rule, g) in enumerate(shares.groupby("rule", sort=False)):
         g = g.set_index("group").loc[groups]
@@ -547,19 +548,19 @@ def plot_shares(shares: pd.DataFrame, title: str, ax=None):
             color="tab:green", ms=40, mew=2, label="target alpha (sum over the group)")
     labels = [f"{g_}\n({int(shares[shares['group'] == g_]['clients'].iloc[0])} clients, "
               f"pi={shares[shares['group'] == g_]['pi'].iloc[0]:g})" for g_ in groups]
-    ax.set_xticks(np.arange(len(groups)), labels, fontsize=8)
+    ax.set_xticks(np.arange(len(groups)), labels)
     ax.set(ylabel="share of the aggregation weight")
-    ax.legend(fontsize=7)
-    ax.set_title(title, fontsize=10)
+    ax.legend()
+    ax.set_title(textwrap.fill(title, 90), fontsize=9.5)
     return ax
 
 
 def plot_curves(table: pd.DataFrame, title: str, axes=None):
     """Two panels: test accuracy per round and its time average (cumulative mean from round 0), mean over
     seeds with a band of +- one standard error."""
-    import matplotlib.pyplot as plt
+    from flkit import plots
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+        axes = plots.figure(1, 2, row_height=3.0)[1][0]
     acc = table[(table["metric"] == "test_acc") & (table["client"] < 0)]
     for m in METHODS:
         g = acc[acc["method"] == m].pivot_table(index="round", columns="seed", values="value") * 100
@@ -571,17 +572,17 @@ def plot_curves(table: pd.DataFrame, title: str, axes=None):
             ax.fill_between(v.index, mu - se, mu + se, color=PALETTE[m], alpha=0.2, lw=0)
     axes[0].set(xlabel="communication round", ylabel="test accuracy (%)")
     axes[1].set(xlabel="communication round", ylabel="time-average test accuracy (%)")
-    axes[1].legend(fontsize=8)
-    axes[0].figure.suptitle(title, fontsize=10)
+    axes[1].legend()
+    axes[0].figure.suptitle(textwrap.fill(title, 100), fontsize=9.5)
     return axes
 
 
 def plot_usage(table: pd.DataFrame, cl: Clients, title: str, ax=None):
     """Per client (grouped by type), the fraction of its available rounds in which each method aggregated
     it, mean over seeds."""
-    import matplotlib.pyplot as plt
+    from flkit import plots
     if ax is None:
-        _, ax = plt.subplots(figsize=(11, 3.5))
+        ax = plots.figure(1, 1, row_height=3.4)[1][0, 0]
     per = table[table["client"] >= 0].pivot_table(index=["method", "seed", "client"], columns="metric",
                                                   values="value").reset_index()
     per["frac"] = per["aggregated_rounds"] / per["available_rounds"].where(per["available_rounds"] > 0)
@@ -592,13 +593,14 @@ def plot_usage(table: pd.DataFrame, cl: Clients, title: str, ax=None):
         if m in frac.index:
             ax.bar(np.arange(len(order)) + (j - 1.5) * width, frac.loc[m].to_numpy()[order], width,
                    color=PALETTE[m], label=LABELS[m])
-    ax.set_xticks(np.arange(len(order)), [str(k) for k in order], fontsize=7)
+    ax.set_xticks(np.arange(len(order)), [str(k) if len(order) <= 30 or i % 2 == 0 else "" for i, k in enumerate(order)])
     for b in np.flatnonzero(np.diff(cl.types[order])) + 0.5:
         ax.axvline(b, color="k", lw=0.8, ls=":")
     starts = [0] + list(np.flatnonzero(np.diff(cl.types[order])) + 1)
-    for s0 in starts:
-        ax.text(s0 - 0.4, 1.04, f"{TYPE_NAMES[cl.types[order][s0]]} (pi={cl.pi[order][s0]:g})", fontsize=8)
-    ax.set(xlabel="client (grouped by availability type)", ylabel="aggregated / available rounds", ylim=(0, 1.15))
-    ax.legend(fontsize=8, ncol=4, loc="lower right")
-    ax.set_title(title, fontsize=10)
+    for s0, s1 in zip(starts, starts[1:] + [len(order)]):
+        ax.text((s0 + s1 - 1) / 2, 1.03, f"{TYPE_NAMES[cl.types[order][s0]]}\n($\\pi$={cl.pi[order][s0]:g})",
+                ha="center", va="bottom", linespacing=1.0)
+    ax.set(xlabel="client (grouped by availability type)", ylabel="aggregated / available rounds", ylim=(0, 1.25))
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.22))
+    ax.set_title(textwrap.fill(title, 90), fontsize=9.5, pad=16)
     return ax

@@ -805,15 +805,15 @@ def plot_lambda_sweep(axes, curves: pd.DataFrame, fin: pd.DataFrame, fit: dict) 
     lams = sorted(curves["lam"].unique())
     for i, lam in enumerate(lams):
         g = curves[curves["lam"] == lam]
-        axes[0].plot(g["round"], g["value"], color=cmap(i / max(1, len(lams) - 1)), label=f"lambda={lam:g}")
+        axes[0].plot(g["round"], g["value"], color=cmap(i / max(1, len(lams) - 1)), label=f"$\\lambda$={lam:g}")
     axes[0].set(xscale="log", yscale="log", xlabel="round t", ylabel=r"$F(w_t) - F^*$ (mean over seeds)")
-    axes[0].legend(fontsize=7, ncol=2)
+    axes[0].legend(ncol=2)
     axes[1].errorbar(fin.index, fin["mean"], yerr=3 * fin["se"], fmt="o", color="k", label="measured (±3 s.e.)")
     grid = np.linspace(min(fin.index), 0.995, 300)
     for name, (pred, _) in fit.items():
-        axes[1].plot(grid, pred(grid), label=f"fit on lambda >= 0: {name}")
+        axes[1].plot(grid, pred(grid), label=f"fit on $\\lambda \\geq 0$: {name}")
     axes[1].set(yscale="log", xlabel=r"$\lambda$ (every client)", ylabel=r"$F(w_T) - F^*$ at the budget")
-    axes[1].legend(fontsize=7)
+    axes[1].legend()
 
 
 def plot_exclusion(axes, avg: pd.DataFrame) -> None:
@@ -830,7 +830,7 @@ def plot_exclusion(axes, avg: pd.DataFrame) -> None:
     axes[0].set(xscale="log", yscale="log", xlabel="round t", ylabel="error (mean over seeds and problems)",
                 title=r"total $F(w_t) - F^*$ (dotted: bias $F(w_B^*) - F^*$)")
     axes[1].set(xscale="log", xlabel="round t", title=r"optimization error $F_B(w_t) - F_B^*$")
-    axes[0].legend(fontsize=7)
+    axes[0].legend()
 
 
 def plt_cmap(name: str):
@@ -850,12 +850,12 @@ def plot_autocorrelation(axes, ac: pd.DataFrame) -> None:
         s = np.arange(0, g["lag"].max() + 1)
         ax.plot(s, lam ** s, "-", lw=0.8, color=col)
         ax.errorbar(g["lag"], g["mc_mean"], yerr=3 * g["mc_se"], fmt="os^Dv<>p"[k % 8], ms=4, color=col,
-                    mfc="none" if k % 2 else col, label=f"pi={pi}, lambda={lam}")
+                    mfc="none" if k % 2 else col, label=f"$\\pi$={pi}, $\\lambda$={lam}")
     axes[0].set(yscale="log", ylim=(1e-3, 1.2), xlabel="lag s", ylabel="autocorrelation of X_t (±3 s.e.)",
-                title="lambda > 0 (log scale); lines: lambda^s")
-    axes[1].set(xlabel="lag s", ylabel="autocorrelation of X_t (±3 s.e.)", title="lambda < 0; lines: lambda^s")
+                title=r"$\lambda > 0$ (log scale); lines: $\lambda^s$")
+    axes[1].set(xlabel="lag s", ylabel="autocorrelation of X_t (±3 s.e.)", title=r"$\lambda < 0$; lines: $\lambda^s$")
     for ax in axes:
-        ax.legend(fontsize=7)
+        ax.legend()
 
 
 def plot_mixing(ax, mx: pd.DataFrame) -> None:
@@ -866,9 +866,9 @@ def plot_mixing(ax, mx: pd.DataFrame) -> None:
         ax.plot(g["t"], np.abs(g["exact"]), "-", lw=0.8, color=col)
         ok = (g["t"] > 0) & (g["exact"].abs() > 2 * g["se"])
         ax.errorbar(g["t"][ok], np.abs(g["est"][ok]), yerr=3 * g["se"][ok], fmt="o", ms=3, color=col,
-                    label=f"pi={pi}, lambda={lam} (start: unavailable)")
+                    label=f"$\\pi$={pi}, $\\lambda$={lam} (start: unavailable)")
     ax.set(yscale="log", ylim=(1e-4, 1), xlabel="steps t", ylabel="TV distance to pi (±3 s.e.)")
-    ax.legend(fontsize=7)
+    ax.legend()
 
 
 def plot_step_sums(axes, ss: pd.DataFrame, lim: dict) -> None:
@@ -882,4 +882,4 @@ def plot_step_sums(axes, ss: pd.DataFrame, lim: dict) -> None:
     axes[0].set(xscale="log", yscale="log", xlabel="T", ylabel=r"$\sum_{t\leq T} t^{-a}$")
     axes[1].set(xscale="log", yscale="log", xlabel="T", ylabel=r"$\sum_{t\leq T} \ln(t)\, t^{-2a}$",
                 title=r"colours as on the left; dotted: the limit $-\zeta'(2a)$")
-    axes[0].legend(fontsize=7)
+    axes[0].legend()

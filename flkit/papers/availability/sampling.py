@@ -648,8 +648,8 @@ def plot_inclusion(tab: pd.DataFrame, ax_incl, ax_weight) -> None:
     ax_weight.axhline(1 / len(g), color="grey", ls="--", lw=0.8, label=r"target $\alpha_i = 1/M$")
     ax_incl.set(xlabel=r"availability $\pi_i$", ylabel=r"$P(i \in \mathcal{B}_k)$ (dots: Monte Carlo $\pm$3 s.e.)")
     ax_weight.set(xlabel=r"availability $\pi_i$", ylabel=r"weight $p_i$ of the optimised objective ($q_i = 1$)")
-    ax_incl.legend(fontsize=7)
-    ax_weight.legend(fontsize=7)
+    ax_incl.legend()
+    ax_weight.legend()
 
 
 def scheme_tables(vectors: dict, alpha, Ns: Sequence[int], *, enumerate_max_N: int, runs: int,

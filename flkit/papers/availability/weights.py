@@ -634,8 +634,8 @@ def plot_floors(axes, df: pd.DataFrame, task: WeightedQuadratic, pi) -> None:
                 ylabel=r"floor: mean $\|w_k - w_T^\star\|^2$, 2nd half")
     axes[1].set(xscale="log", yscale="log", xlabel=r"server step size $\eta$",
                 ylabel=r"stationary variance tr $\Sigma$ (exact)")
-    axes[0].legend(fontsize=7)
-    axes[1].legend(fontsize=7)
+    axes[0].legend()
+    axes[1].legend()
 
 
 def eta_max(problem: QuadraticProblem, pi, q, *, normalize: bool) -> float:
@@ -665,8 +665,8 @@ def plot_spread(axes, df: pd.DataFrame) -> None:
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=7)
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlim(min(ticks) / 1.3, max(ticks) * 1.3)
-    axes[0].legend(fontsize=7)
-    axes[1].legend(fontsize=6)
+    axes[0].legend()
+    axes[1].legend()
 
 
 def limit_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -714,7 +714,7 @@ def plot_limits(axes, summary: pd.DataFrame, floor: float = 1e-6) -> None:
         ax.set_xticks(np.arange(len(combos)), [f"{c}\n{q}" for c, q in combos], fontsize=7)
         ax.set(yscale="log", ylabel=r"final $\|w_K - w^\star\|^2$", title=f"{rule} rule")
         ax.axhline(floor, color="0.7", lw=0.6)
-    axes[0].legend(fontsize=7)
+    axes[0].legend()
 
 
 # ================================================================================================

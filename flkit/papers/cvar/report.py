@@ -176,7 +176,7 @@ def curve_panel(ax, df: pd.DataFrame, metric: str, cls: int | None = None, smoot
         ax.plot(run["round"], run["value"], color=METHOD_COLORS[method], alpha=0.12, lw=0.6)
     curves(sel, hue="method", ax=ax, smooth=smooth, band="sd", units="seed", label_map=METHOD_LABELS,
            palette=METHOD_COLORS, order=[m for m in ("fedavg", "fed-cvar-avg") if m in set(sel["method"])])
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title)
     ax.set_ylabel("")
     if scale == 100:  # accuracies in %: the sd band must not suggest values outside [0, 100]
         ax.set_ylim(-2, 102)
@@ -211,11 +211,10 @@ def fig2(df: pd.DataFrame, authors_model: bool = False, seed: int = 0, title: st
     """Fig. 2 layout: one row per panel, Left FedAvg (alpha = 1) | Center RAM distribution | Right
     Fed-CVaR-Avg (alpha = 0.1, gamma = 0.1): decision regions of the final global model of run `seed`
     over all the panel's points (train and test), coloured by class."""
-    import matplotlib.pyplot as plt
+    from flkit import plots
     sub = df[(df["authors_model"] == authors_model) & (df["seed"] == seed)]
     panels = sorted(sub["panel"].unique())
-    fig, axes = plt.subplots(len(panels), 3, figsize=(10, 3.1 * len(panels)), squeeze=False,
-                             gridspec_kw={"width_ratios": [1, 0.8, 1]})
+    fig, axes = plots.figure(len(panels), 3, row_height=2.6, gridspec_kw={"width_ratios": [1, 0.8, 1]})
     for row, panel in zip(axes, panels):
         runs = sub[sub["panel"] == panel]
         cfg = config_of(runs[runs["method"] == "fedavg"])
@@ -226,17 +225,16 @@ def fig2(df: pd.DataFrame, authors_model: bool = False, seed: int = 0, title: st
             run = runs[runs["method"] == method]
             c = config_of(run)
             decision_regions(ax, model, params_from_table(run, model), X, y)
-            ax.set_title(f"({panel}) FedAvg (alpha = 1)" if method == "fedavg" else
-                         f"({panel}) Fed-CVaR-Avg (alpha = {c['alpha']}, gamma = {c['gamma']})", fontsize=9)
+            ax.set_title(f"({panel}) FedAvg\n$\\alpha$ = 1" if method == "fedavg" else
+                         f"({panel}) Fed-CVaR-Avg\n$\\alpha$ = {c['alpha']}, $\\gamma$ = {c['gamma']}")
         rho = np.asarray(cfg["rho"])
         colors = ["tab:orange" if any(cl in rare_classes_2d(cfg) for cl in a) else "tab:gray"
                   for a in cfg["assignment"]]
         row[1].bar(np.arange(1, len(rho) + 1), rho, color=colors)
         row[1].set_xlabel("user i")
-        row[1].set_ylabel("rho_i")
-        row[1].set_title(f"({panel}) RAM distribution (orange: users of class {rare_classes_2d(cfg)})", fontsize=8)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+        row[1].set_ylabel(r"$\rho_i$")
+        row[1].set_title(f"({panel}) RAM distribution\norange: users of class {rare_classes_2d(cfg)}")
+    fig.suptitle(title, fontsize=9.5)
     return fig
 
 
@@ -285,10 +283,12 @@ def confirm_fig2(df: pd.DataFrame) -> pd.DataFrame:
 def mnist_figure(df: pd.DataFrame, pattern_frac: float, smooth: float = 0.9, title: str = ""):
     """Fig. 3 (r = 0.9: t, overall accuracy, rare class 9) or Fig. 4 (r = 0.8: t, overall, classes 8
     and 9) of the document: FedAvg vs Fed-CVaR-Avg, raw runs faint, EMA-smoothed mean +- sd over seeds."""
-    import matplotlib.pyplot as plt
+    from flkit import plots
     sub = df[df["pattern_frac"] == pattern_frac]
     rare = RARE_CLASSES[pattern_frac]
-    fig, axes = plt.subplots(1, 2 + len(rare), figsize=(4.2 * (2 + len(rare)), 3.4))
+    n = 2 + len(rare)
+    fig, grid = plots.figure(1 if n <= 3 else 2, n if n <= 3 else 2, row_height=2.6)  # 4 panels: a 2 x 2 grid
+    axes = grid.ravel()
     # t is logged more often than the accuracy: smooth it with the same time constant in rounds
     spacing = lambda m: np.median(np.diff(np.unique(sub.loc[sub["metric"] == m, "round"])))  # noqa: E731
     smooth_t = smooth ** (spacing("t") / spacing("test_acc"))
@@ -301,9 +301,19 @@ def mnist_figure(df: pd.DataFrame, pattern_frac: float, smooth: float = 0.9, tit
         ax.set_ylim(0, 100)
     for ax in axes:
         ax.set_xlabel("round")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    legend_below(fig, axes)
+    fig.suptitle(title, fontsize=9.5)
     return fig
+
+
+def legend_below(fig, axes) -> None:
+    """One legend of the methods under the figure (in place of one per panel), alpha and gamma as symbols."""
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes:
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    labels = [lab.replace("alpha", "$\\alpha$").replace("gamma", "$\\gamma$") for lab in labels]
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels))
 
 
 def titled(label: str, title: str, width: int = 150) -> str:
