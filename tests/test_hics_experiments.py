@@ -40,6 +40,8 @@ def test_jobs_of_reduced_profile():
     assert all(j["methods"] == ["random", "pow-d", "CS", "HiCS-FL"] and j["lr"] == 0.001 for j in js if j["group"] == "main")
     assert [j["setting"] for j in js if j["group"] == "divfl"] == ["(2)"]
     assert len({str(sorted(j.items())) for j in js}) == len(js)
+    assert X.split_alphas("(3)") == [0.001] * 5
+    assert X.split_alphas("(1)") == [0.001, 0.002, 0.005, 0.01, 0.5]
 
 
 @pytest.mark.parametrize("window,order,n", [(13, 3, 201), (5, 2, 30), (13, 3, 13), (7, 0, 40)])
