@@ -207,9 +207,12 @@ def paper_estimate(data, cfg: dict, rounds: int = 2) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------ reading
 def smoothed_mean(table: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per (group, setting, method, round): the mean over seeds of the metric, its standard deviation over
-    seeds (ddof=1; NaN for one seed), and the Savitzky-Golay smoothed mean."""
-    t = table[table["metric"] == metric]
-    g = t.groupby(["group", "setting", "method", "round"])["value"].agg(["mean", "std"]).reset_index()
+    seeds (ddof=1; NaN for one seed), the Savitzky-Golay smoothed mean, and ``smoothed_std``: the standard
+    deviation over seeds of each seed's smoothed curve (non-negative, unlike a smoothed standard deviation)."""
+    t = table[table["metric"] == metric].sort_values("round").copy()
+    t["sg"] = t.groupby(["group", "setting", "method", "seed"])["value"].transform(lambda v: savgol(v.to_numpy()))
+    g = t.groupby(["group", "setting", "method", "round"]).agg(mean=("value", "mean"), std=("value", "std"),
+                                                              smoothed_std=("sg", "std")).reset_index()
     g["smoothed"] = g.groupby(["group", "setting", "method"])["mean"].transform(lambda v: savgol(v.to_numpy()))
     return g
 
@@ -266,7 +269,9 @@ def plot_metric(sm: pd.DataFrame, column: str, ylabel: str, title: str, group: s
         ax.set_ylabel(ylabel, fontsize=10)
         ax.tick_params(labelsize=9)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=9, ncol=3, title="client sampling (K = 5 of N = 50)", title_fontsize=9)
+    handles = {l.get_label(): l for ax in axes[:, 0] for l in ax.get_lines()}
+    axes[0, 0].legend(handles.values(), handles.keys(), fontsize=9, ncol=3, title="client sampling (K = 5 of N = 50)",
+                      title_fontsize=9)
     axes[-1, 0].set_xlabel("communication round", fontsize=10)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
