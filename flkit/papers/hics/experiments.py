@@ -1,0 +1,315 @@
+r"""Page "training comparison on FMNIST" of the HiCS-FL chapter (document 004, Sec. 4: Fig. 2, Figs. 4(a),
+13, 14 and the FMNIST column of Table 1).
+
+The document's setting (Sec. 4.1, appendix 6.1): FMNIST, N = 50 clients in five groups of 10 split with the
+alpha lists (1) {0.001, 0.002, 0.005, 0.01, 0.5}, (2) {0.001, 0.002, 0.005, 0.01, 0.2}, (3) {0.001}
+(:data:`flkit.papers.hics.entropy.FMNIST`); K = 5 clients per round (10%); FedAvg with mini-batch SGD,
+:math:`\eta` = 0.001, R = 2 local epochs, B = 64; 200 rounds; five samplers: random (proportional to
+:math:`n_k`, without replacement), pow-d (ideal, d = N), Clustered Sampling, DivFL (ideal) and HiCS-FL
+(:class:`flkit.sample.HiCS`, ``variant="paper"``). Curves are smoothed with a Savitzky-Golay filter (window
+13, order 3), and Table 1 counts the rounds until the smoothed test accuracy reaches 0.75.
+
+Profiles. ``paper``: the document's CNN (:func:`flkit.models.hics_fmnist_paper`), configured and runnable,
+not executed on the CPU (see :func:`paper_estimate`). ``reduced``: the same clients, sampling, epochs, batch
+and rounds with multinomial logistic regression (:func:`flkit.models.logreg`), DivFL with one seed and in
+setting (2) only (its ideal form trains all 50 clients every round, ten times the others' cost), and a
+second learning rate for random and HiCS-FL in setting (2). ``smoke``: seconds.
+
+Departures, all profiles: the document's "decreased every 10 iterations, with a decay factor 0.5" is not
+applied (constant :math:`\eta`; see :mod:`flkit.papers.hics.entropy`); inputs normalised (x - 0.5)/0.5 as
+the authors' code; one partition per seed, shared by the five methods.
+
+Training loss (Figs. 4(a), 13): the global model's mean cross-entropy over the union of the clients'
+training data, :math:`F(\theta^t) = \sum_k n_k F_k(\theta^t)/\sum_k n_k` (every training image belongs to a
+client); its standard deviation (Fig. 14) is taken over seeds, round by round.
+"""
+from __future__ import annotations
+
+import copy
+import time
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+from flkit import aggregate, fl, models, results, sample
+from flkit.papers import claims, settings
+from flkit.papers.hics import entropy as E
+from flkit.tasks import EngineTask
+
+__all__ = ["METHODS", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "SG", "PROFILES", "profile", "savgol", "rounds_to_target",
+           "make_task", "split_alphas", "algorithms", "run_job", "jobs", "sweep", "paper_estimate", "smoothed_mean",
+           "rounds_table", "table1", "plot_metric", "variability", "claim_checks"]
+
+METHODS = ("random", "pow-d", "CS", "DivFL", "HiCS-FL")
+DOC_TABLE1 = {"random": 149, "pow-d": 79, "CS": 114, "DivFL": 478, "HiCS-FL": 60}   # Table 1, FMNIST, setting (2)
+DOC_SPEEDUP = {"random": 1.0, "pow-d": 1.8, "CS": 1.3, "DivFL": 0.3, "HiCS-FL": 2.5}   # as printed in Table 1
+DOC_TARGET = 0.75
+SG = (13, 3)                                                                        # window, order (Sec. 4)
+
+_BASE = dict(clients=50, k=5, epochs=2, batch_size=64, rounds=200, settings=["(1)", "(2)", "(3)"],
+             divfl_settings=["(1)", "(2)", "(3)"], lr_setting="(2)", lr_alt=None, lr_alt_seeds=[])
+PROFILES = {
+    "smoke": dict(_BASE, model="logreg", lr=0.01, clients=10, k=2, subset=4000, rounds=15, seeds=[0, 1],
+                  divfl_seeds=[0], settings=["(2)"], divfl_settings=["(2)"], lr_alt=0.001, lr_alt_seeds=[0]),
+    "reduced": dict(_BASE, model="logreg", lr=0.001, subset=None, seeds=[0, 1, 2], divfl_seeds=[0],
+                    divfl_settings=["(2)"], lr_alt=0.01, lr_alt_seeds=[0]),
+    "paper": dict(_BASE, model="hics_fmnist_paper", lr=0.001, subset=None, seeds=[0, 1, 2], divfl_seeds=[0, 1, 2]),
+}
+_MODELS = {"logreg": models.logreg, "hics_fmnist_paper": models.hics_fmnist_paper}
+
+
+def profile(name: str, **overrides) -> dict:
+    """The page's settings (module docstring); overrides that are not None replace the profile's."""
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
+    cfg = settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, f"hics experiments profile {name!r}")
+    if cfg["model"] not in _MODELS:
+        raise ValueError(f"model must be one of {sorted(_MODELS)}, got {cfg['model']!r}")
+    if cfg["clients"] % 5 or cfg["clients"] < 5:
+        raise ValueError(f"clients must be a positive multiple of 5 (five alpha groups), got {cfg['clients']!r}")
+    if not 1 <= cfg["k"] <= cfg["clients"]:
+        raise ValueError(f"k must be in [1, clients = {cfg['clients']}], got {cfg['k']!r}")
+    for key in ("settings", "divfl_settings"):
+        if any(s not in E.FMNIST["lists"] for s in cfg[key]):
+            raise ValueError(f"{key} must list settings from {sorted(E.FMNIST['lists'])}, got {cfg[key]!r}")
+    if not cfg["settings"]:
+        raise ValueError("settings is empty: give at least one of '(1)', '(2)', '(3)'")
+    for key in ("lr", "lr_alt"):
+        v = cfg[key]
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
+            raise ValueError(f"{key} must be a number > 0, got {v!r}")
+    if cfg["rounds"] < SG[0]:
+        raise ValueError(f"rounds must be >= {SG[0]} (the Savitzky-Golay window), got {cfg['rounds']!r}")
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------ smoothing
+def savgol(y, window: int = SG[0], order: int = SG[1]) -> np.ndarray:
+    """Savitzky-Golay smoothing (Schafer 2011, the document's ref. [29]): each point replaced by the value at
+    its position of the degree-``order`` least-squares polynomial through the ``window`` points centred on
+    it; the first and last window//2 points take the values of the polynomial fitted to the first (last)
+    window (scipy's ``mode="interp"``)."""
+    y = np.asarray(y, dtype=np.float64)
+    if window % 2 == 0 or not order < window <= len(y):
+        raise ValueError(f"need an odd window > order and <= len(y) = {len(y)}, got window={window}, order={order}")
+    h = window // 2
+    V = np.vander(np.arange(-h, h + 1, dtype=np.float64), order + 1, increasing=True)
+    P = np.linalg.pinv(V)                                   # (order+1, window): window values -> coefficients
+    out = np.convolve(y, P[0][::-1], mode="same")
+    for lo, pos in ((0, np.arange(h)), (len(y) - window, np.arange(h + 1, window))):
+        coef = P @ y[lo:lo + window]
+        out[lo + pos] = np.vander(pos - h, order + 1, increasing=True).astype(np.float64) @ coef
+    return out
+
+
+def rounds_to_target(acc, target: float, rounds=None, *, smooth: bool = True) -> float:
+    """First round whose (Savitzky-Golay smoothed) test accuracy is >= ``target``; NaN when never.
+    ``rounds``: the round numbers of ``acc`` (default 0, 1, ...)."""
+    a = savgol(acc) if smooth else np.asarray(acc, dtype=np.float64)
+    r = np.arange(len(a)) if rounds is None else np.asarray(rounds)
+    hit = np.flatnonzero(a >= target)
+    return float(r[hit[0]]) if hit.size else float("nan")
+
+
+# ------------------------------------------------------------------------------------------ training
+def make_task(data, part, cfg: dict) -> EngineTask:
+    """The clients of ``part`` training ``cfg['model']`` with plain SGD (R epochs, batch B, lr), recording the
+    test accuracy and the training loss over all clients' data."""
+    n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
+    mean, std = E.NORM
+    return EngineTask(_MODELS[cfg["model"]](), (data.x_train[:n] - mean) / std, data.y_train[:n], part.indices,
+                      (data.x_test - mean) / std, data.y_test, batch_size=cfg["batch_size"], epochs=cfg["epochs"],
+                      local_lr=cfg["lr"], train_metrics=True, vectorized=cfg["model"] == "logreg")
+
+
+def algorithms(task, cfg: dict, methods, lr: float | None = None) -> dict:
+    """{method: fl.Algorithm}: FedAvg (uniform over the K selected updates, server step 1) with each sampler."""
+    K, T, N = cfg["k"], cfg["rounds"], task.num_clients
+    make = {"random": lambda: sample.ProportionalK(K, replace=False), "pow-d": lambda: sample.PowD(K, N),
+            "CS": lambda: sample.ClusteredSampling(K), "DivFL": lambda: sample.DivFL(K, proxy="ideal"),
+            "HiCS-FL": lambda: sample.HiCS.for_task(task, K, T, variant="paper")}
+    bad = [m for m in methods if m not in make]
+    if bad:
+        raise ValueError(f"unknown methods {bad}; choose from {list(make)}")
+    return {m: fl.Algorithm(aggregate.FedAvg(), sampler=make[m](), lr=1.0, local_lr=lr) for m in methods}
+
+
+def run_job(job: dict, data) -> pd.DataFrame:
+    """One stored job: the methods of ``job`` on the partition of (setting, seed); tidy rows (method, seed,
+    round, metric in {test_acc, train_loss}, value)."""
+    cfg = {k: job[k] for k in ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset", "lr")}
+    n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
+    part = E.make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], job["alphas"], job["seed"])
+    task = make_task(data, part, cfg)
+    res = fl.run(task, algorithms(task, cfg, job["methods"]), seeds=[job["seed"]], rounds=cfg["rounds"], every=1)
+    t = res.tidy()
+    return t[t["metric"].isin(["test_acc", "train_loss"])].reset_index(drop=True)
+
+
+def split_alphas(setting: str) -> list[float]:
+    """The alpha of each of the five client groups. Setting (3), {0.001}, has one value: five groups of 10
+    clients, each split with alpha = 0.001 (one group of 50 at alpha = 0.001 cannot give every client the
+    code's minimum of 20% of the average size; the document does not say how it split this setting)."""
+    al = list(E.FMNIST["lists"][setting])
+    return al * 5 if len(al) == 1 else al
+
+
+def jobs(cfg: dict) -> list[dict]:
+    """The stored jobs of a profile: per (setting, seed) the four cheap methods; DivFL for its seeds and
+    settings; random and HiCS-FL at ``lr_alt`` in ``lr_setting``."""
+    keys = ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset")
+    base = dict(experiment="fmnist_training", **{k: cfg[k] for k in keys})
+    out = []
+
+    def add(group, setting, seed, methods, lr):
+        out.append(dict(base, group=group, setting=setting, alphas=split_alphas(setting), seed=seed,
+                        methods=list(methods), lr=lr))
+    for s in cfg["settings"]:
+        for seed in cfg["seeds"]:
+            add("main", s, seed, ["random", "pow-d", "CS", "HiCS-FL"], cfg["lr"])
+    for s in cfg["divfl_settings"]:
+        for seed in cfg["divfl_seeds"]:
+            add("divfl", s, seed, ["DivFL"], cfg["lr"])
+    if cfg["lr_alt"] is not None:
+        for seed in cfg["lr_alt_seeds"]:
+            add("lr_alt", cfg["lr_setting"], seed, ["random", "HiCS-FL"], cfg["lr_alt"])
+    return out
+
+
+def sweep(cfg: dict, data, store, executor=None) -> pd.DataFrame:
+    """Every job of ``cfg`` through :func:`flkit.results.sweep` (cached in ``store``)."""
+    return results.sweep(jobs(cfg), lambda j: run_job(j, data), store, progress=False, executor=executor)
+
+
+def paper_estimate(data, cfg: dict, rounds: int = 2) -> pd.DataFrame:
+    """Seconds per client training of ``cfg``'s model (the ``paper`` profile: the document's CNN), timed on
+    ``rounds`` rounds of K clients' local training (seed 0, setting (2)), and the estimated hours of the
+    profile: its client trainings (K per round per run for random, pow-d, CS, HiCS-FL; N per round for ideal
+    DivFL, which trains every client) times that cost (evaluation and pow-d's loss probes not counted)."""
+    part = E.make_partition(data.y_train.cpu().numpy(), cfg["clients"], E.FMNIST["lists"]["(2)"], 0)
+    task = make_task(data, part, cfg)
+    w = task.init_params([0])
+    runs = fl.Runs([0], torch.tensor([float(cfg["lr"])], dtype=task.dtype), ["random"])
+    tic = time.perf_counter()
+    for t in range(rounds):
+        active = torch.zeros(1, task.num_clients, dtype=torch.bool)
+        active[0, t * cfg["k"]:(t + 1) * cfg["k"]] = True
+        task.client_updates(w, active, t, runs)
+    per_client = (time.perf_counter() - tic) / (rounds * cfg["k"])
+    trainings = cfg["rounds"] * (4 * cfg["k"] * len(cfg["seeds"]) * len(cfg["settings"])
+                                 + cfg["clients"] * len(cfg["divfl_seeds"]) * len(cfg["divfl_settings"]))
+    vals = dict(seconds_per_client=per_client, client_trainings=trainings, hours=per_client * trainings / 3600)
+    return pd.DataFrame({"round": 0, "metric": list(vals), "value": list(vals.values())})
+
+
+# ------------------------------------------------------------------------------------------ reading
+def smoothed_mean(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per (group, setting, method, round): the mean over seeds of the metric, its standard deviation over
+    seeds (ddof=1; NaN for one seed), the Savitzky-Golay smoothed mean, and ``smoothed_std``: the standard
+    deviation over seeds of each seed's smoothed curve (non-negative, unlike a smoothed standard deviation)."""
+    t = table[table["metric"] == metric].sort_values("round").copy()
+    t["sg"] = t.groupby(["group", "setting", "method", "seed"])["value"].transform(lambda v: savgol(v.to_numpy()))
+    g = t.groupby(["group", "setting", "method", "round"]).agg(mean=("value", "mean"), std=("value", "std"),
+                                                              smoothed_std=("sg", "std")).reset_index()
+    g["smoothed"] = g.groupby(["group", "setting", "method"])["mean"].transform(lambda v: savgol(v.to_numpy()))
+    return g
+
+
+def rounds_table(table: pd.DataFrame, target: float) -> pd.DataFrame:
+    """Per (group, setting, method, seed): rounds until the smoothed test accuracy reaches ``target``."""
+    t = table[table["metric"] == "test_acc"].sort_values("round")
+    rows = [dict(group=g, setting=s, method=m, seed=seed, rounds=rounds_to_target(d["value"].to_numpy(), target,
+                                                                                    d["round"].to_numpy()))
+            for (g, s, m, seed), d in t.groupby(["group", "setting", "method", "seed"])]
+    return pd.DataFrame(rows)
+
+
+def _cell(v: np.ndarray, T: int) -> str:
+    done = v[np.isfinite(v)]
+    if done.size == 0:
+        return f"not reached in {T}"
+    txt = f"{done.mean():.0f}" + (f" ± {done.std(ddof=1):.0f}" if done.size > 1 else "")
+    return txt + (f" ({done.size} of {v.size} seeds)" if done.size < v.size else "")
+
+
+def table1(table: pd.DataFrame, target: float, rounds: int, setting: str = "(2)") -> pd.DataFrame:
+    """Table 1's FMNIST column: rounds to 0.75 and speed-up vs random (the document's), beside ours to 0.75 and
+    to ``target`` (mean ± sd over seeds of the per-seed rounds; speed-up = random's mean / the method's)."""
+    rt = {tg: rounds_table(table[table["group"] != "lr_alt"], tg) for tg in (DOC_TARGET, target)}
+    rows = []
+    for m in METHODS:
+        row = {"method": m, "document: rounds to 0.75": DOC_TABLE1[m],
+               "document: speed-up": f"{DOC_SPEEDUP[m]:.1f}x"}
+        for tg, r in rt.items():
+            v = r[(r.setting == setting) & (r.method == m)]["rounds"].to_numpy()
+            base = r[(r.setting == setting) & (r.method == "random")]["rounds"].to_numpy()
+            row[f"ours: rounds to {tg:.3f}"] = _cell(v, rounds) if v.size else "n/a (not run)"
+            ok = v.size and np.isfinite(v).all() and np.isfinite(base).all()
+            row[f"ours: speed-up ({tg:.3f})"] = f"{base.mean() / v.mean():.1f}x" if ok else "n/a"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("method")
+
+
+_COLORS = dict(zip(METHODS, ["tab:gray", "tab:orange", "tab:blue", "tab:purple", "tab:red"]))
+
+
+def plot_metric(sm: pd.DataFrame, column: str, ylabel: str, title: str, group: str = "main"):
+    """One panel per setting (stacked), one line per method: ``column`` of :func:`smoothed_mean`."""
+    sets = sorted(sm.loc[sm.group == "main", "setting"].unique())
+    fig, axes = plt.subplots(len(sets), 1, figsize=(7.0, 2.4 * len(sets)), sharex=True, squeeze=False)
+    for ax, s in zip(axes[:, 0], sets):
+        for m in METHODS:
+            d = sm[(sm.setting == s) & (sm.method == m) & sm.group.isin([group, "divfl"])]
+            if len(d):
+                ax.plot(d["round"], d[column], color=_COLORS[m], lw=1.4, label=m + (" (1 seed)" if
+                        (d.group == "divfl").all() and column == "smoothed" and d["std"].isna().all() else ""))
+        ax.set_title(f"setting {s}: alpha in {{{', '.join(f'{a:g}' for a in E.FMNIST['lists'][s])}}}", fontsize=10)
+        ax.set_ylabel(ylabel, fontsize=10)
+        ax.tick_params(labelsize=9)
+        ax.grid(alpha=0.3)
+    handles = {l.get_label(): l for ax in axes[:, 0] for l in ax.get_lines()}
+    axes[0, 0].legend(handles.values(), handles.keys(), fontsize=9, ncol=3, title="client sampling (K = 5 of N = 50)",
+                      title_fontsize=9)
+    axes[-1, 0].set_xlabel("communication round", fontsize=10)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def variability(table: pd.DataFrame, start: int = 100) -> pd.DataFrame:
+    """Per (setting, method, seed): the round-to-round fluctuation of the training loss, the standard deviation
+    over rounds >= ``start`` of the loss minus its Savitzky-Golay smoothed curve (how far from smooth one run's
+    trajectory is), and the mean over rounds >= ``start`` of the loss."""
+    t = table[(table["metric"] == "train_loss") & (table["group"] == "main")].sort_values("round")
+    rows = []
+    for (s, m, seed), d in t.groupby(["setting", "method", "seed"]):
+        v, r = d["value"].to_numpy(), d["round"].to_numpy()
+        rows.append(dict(setting=s, method=m, seed=seed, fluctuation=float((v - savgol(v))[r >= start].std()),
+                         late_loss=float(v[r >= start].mean())))
+    return pd.DataFrame(rows)
+
+
+def claim_checks(rt: pd.DataFrame, var: pd.DataFrame, rounds: int) -> list:
+    """The text's claims (Sec. 4.1) per setting, on paired per-seed values with the book's rule: HiCS-FL reaches
+    the target in fewer rounds than each of random, pow-d and CS (not reached counts as ``rounds`` + 1, a lower
+    bound), has the smaller training-loss fluctuation, and its speed-up over random is largest in setting (1)."""
+    out = []
+    r = rt[rt.group == "main"].copy()
+    r["rounds"] = r["rounds"].fillna(rounds + 1)
+
+    def vals(df, s, m, col):
+        return df[(df.setting == s) & (df.method == m)].sort_values("seed")[col].to_numpy()
+    for s in sorted(r.setting.unique()):
+        for b in ("random", "pow-d", "CS"):
+            out.append(claims.compare(f"setting {s}: HiCS-FL reaches the target no later than {b} (rounds)",
+                                      vals(r, s, b, "rounds"), vals(r, s, "HiCS-FL", "rounds")))
+            out.append(claims.compare(f"setting {s}: HiCS-FL's training loss fluctuates less than {b}'s",
+                                      vals(var, s, b, "fluctuation"), vals(var, s, "HiCS-FL", "fluctuation")))
+    sp = {s: vals(r, s, "random", "rounds") / vals(r, s, "HiCS-FL", "rounds") for s in r.setting.unique()}
+    for s in sorted(sp):
+        if s != "(1)" and "(1)" in sp:
+            out.append(claims.compare(f"HiCS-FL's speed-up over random larger in setting (1) than in {s}",
+                                      sp["(1)"], sp[s]))
+    return out
