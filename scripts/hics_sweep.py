@@ -1,27 +1,54 @@
-"""Run the stored jobs of the HiCS-FL FMNIST training page (flkit.papers.hics.experiments) outside the notebook.
+"""Run the stored jobs of the HiCS-FL Fashion-MNIST training page (flkit.papers.hics.experiments) outside
+the notebook, then re-execute the page to read them.
 
-    PYTHONPATH=$PWD python scripts/hics_sweep.py reduced --part 0 --of 2 &
-    PYTHONPATH=$PWD python scripts/hics_sweep.py reduced --part 1 --of 2
+    python scripts/hics_sweep.py reduced --part 0 --of 2 &      # CPU: two processes, one thread each
+    python scripts/hics_sweep.py reduced --part 1 --of 2
+    python scripts/hics_sweep.py paper --device cuda            # the document's CNN (a GPU)
 
-Each process runs every ``of``-th job (largest first) into the book's store (``results/hics``; "tmp/hics" for
-smoke); the notebook then reads them from the store.
+Each process runs every ``of``-th job (DivFL's first, the longest) into the book's store (``results/hics``;
+``results/tmp/hics`` for smoke), one CSV + JSON per job, skipping the stored ones: a stopped sweep resumes
+at the job level.
 """
+from __future__ import annotations
+
 import argparse
+import sys
+from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flkit import datasets, results
-from flkit.papers.hics import experiments as X
+from flkit.papers.hics import experiments as X  # noqa: E402
 
-p = argparse.ArgumentParser()
-p.add_argument("profile")
-p.add_argument("--part", type=int, default=0)
-p.add_argument("--of", type=int, default=1)
-a = p.parse_args()
-torch.set_num_threads(1)
-cfg = X.profile(a.profile)
-order = sorted(X.jobs(cfg), key=lambda j: j["group"] != "divfl")
-mine = order[a.part::a.of]
-store = results.book_store("hics" if a.profile != "smoke" else "tmp/hics")
-data = datasets.load("fashion-mnist")
-results.sweep(mine, lambda j: X.run_job(j, data), store, progress=True, desc=f"part {a.part}")
+
+def _parse(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("profile", choices=sorted(X.PROFILES))
+    ap.add_argument("--part", type=int, default=0, help="this process's share (0-based)")
+    ap.add_argument("--of", type=int, default=1, help="number of processes sharing the jobs")
+    ap.add_argument("--device", default="cpu", help="cpu | cuda[:i] | auto")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = ap.parse_args(argv)
+    if not 0 <= args.part < args.of:
+        ap.error(f"--part must lie in [0, --of = {args.of}), got {args.part}")
+    return args
+
+
+def main(argv=None) -> int:
+    import torch
+
+    from flkit import datasets, results
+    from flkit.seeding import resolve_device
+
+    args = _parse(argv)
+    torch.set_num_threads(args.threads)
+    cfg = X.profile(args.profile)
+    order = sorted(X.jobs(cfg), key=lambda j: j["group"] != "divfl")
+    mine = order[args.part::args.of]
+    store = results.book_store("hics" if args.profile != "smoke" else "tmp/hics")
+    data = datasets.load("fashion-mnist", device=resolve_device(args.device))
+    results.sweep(mine, lambda j: X.run_job(j, data), store, progress=True, desc=f"part {args.part}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -119,7 +119,7 @@ def make_task(data, part, cfg: dict) -> EngineTask:
     test accuracy and the training loss over all clients' data."""
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
     mean, std = E.NORM
-    return EngineTask(_MODELS[cfg["model"]](), (data.x_train[:n] - mean) / std, data.y_train[:n], part.indices,
+    return EngineTask(_MODELS[cfg["model"]]().to(data.x_train.device), (data.x_train[:n] - mean) / std, data.y_train[:n], part.indices,
                       (data.x_test - mean) / std, data.y_test, batch_size=cfg["batch_size"], epochs=cfg["epochs"],
                       local_lr=cfg["lr"], train_metrics=True, vectorized=cfg["model"] == "logreg")
 
