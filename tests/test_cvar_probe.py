@@ -49,7 +49,7 @@ def test_confirm_table1_holds_on_the_documents_own_table():
     v = _verdicts(_document_as_ours())
     assert list(v.index) == CLAIMS and v["confirmed"].all()
     assert v["ours"].tolist() == ["(0.1, 0.1): 86.55", "60.25 -> 71.68", "84.51 -> 88.68", "60.25 vs 84.51",
-                                  "12 of 12"]
+                                  "12 of 12 (means), 12 confirmed"]
 
 
 @pytest.mark.parametrize("cells, rejected, ours", [
@@ -58,10 +58,10 @@ def test_confirm_table1_holds_on_the_documents_own_table():
     # ... and above 71 but not above FedAvg's
     ({(0.1, 0.1, "pattern 2"): [71.5], (1.0, 1.0, "pattern 2"): [72.0]}, 1, "72.00 -> 71.50"),
     # one risk-aware cell below FedAvg overall: 11 of 12
-    ({(0.3, 0.3, "overall"): [84.0]}, 4, "11 of 12"),
+    ({(0.3, 0.3, "overall"): [84.0]}, 4, "11 of 12 (means), 11 confirmed"),
     # every risk-aware cell but one below FedAvg: 1 of 12 (the claim says every cell)
     ({(g, a, "overall"): [84.0] for g in (0.0, 0.1, 0.2, 0.3) for a in (0.3, 0.2, 0.1) if (g, a) != (0.1, 0.1)},
-     4, "1 of 12"),
+     4, "1 of 12 (means), 1 confirmed"),
     # the best overall cell elsewhere
     ({(0.0, 0.2, "overall"): [86.0, 88.0]}, 0, "(0.0, 0.2): 87.00"),
     # pattern 1 not better than FedAvg at (0.1, 0.1)
@@ -73,6 +73,21 @@ def test_confirm_table1_rejects_each_claim_on_its_own(cells, rejected, ours):
     v = _verdicts(_document_as_ours(cells=cells))
     assert v["confirmed"].tolist() == [i != rejected for i in range(5)]
     assert v.loc[CLAIMS[rejected], "ours"] == ours
+
+
+def test_confirm_table1_says_not_testable_inside_the_noise():
+    """Five seeds whose spread (+-4 points, in a different order in every cell) dwarfs the differences of
+    the document's means: the claims on small differences are not testable, the 24-point gap is confirmed."""
+    g = np.random.default_rng(0)
+    ref = cvar.table1_reference()
+    offsets = np.array([-4.0, -2.0, 0.0, 2.0, 4.0])      # mean 0: every cell's mean is the document's value
+    cells = {(r.gamma, r.alpha, r.quantity): list(r.value + g.permutation(offsets)) for r in ref.itertuples()}
+    v = _verdicts(_ours(cells))
+    assert v.loc[CLAIMS[0], "verdict"] == "not testable at this scale"      # 86.55 vs 86.5: inside the noise
+    assert v.loc[CLAIMS[4], "verdict"] == "not testable at this scale"      # 1-2 points against sd 5
+    assert v.loc[CLAIMS[3], "verdict"] == "confirmed"                       # 24 points apart
+    assert set(v["verdict"]) <= {"confirmed", "contradicted", "not testable at this scale"}
+    assert (v["confirmed"] == (v["verdict"] == "confirmed")).all()
 
 
 def _stored_fmnist(values: dict) -> pd.DataFrame:
