@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["RULE", "Check", "se", "agree", "compare", "close", "frame", "summary"]
+__all__ = ["RULE", "Check", "se", "agree", "compare", "close", "holds", "frame", "summary"]
 
 RULE = ("agrees when |ours - document| <= 2 combined standard errors (ours over seeds, the document's ± as an "
         "sd over its seeds), else within a stated threshold where a side has no spread")
@@ -39,6 +39,7 @@ class Check:
     reference: float
     margin: float
     rule: str
+    spread: float = math.nan      # the standard error of `ours` over seeds (of the paired differences)
 
     @property
     def ok(self) -> bool:
@@ -67,7 +68,7 @@ def agree(what: str, ours, reference: float, *, ref_sd: float | None = None, ref
     else:
         verdict = "agrees" if abs(mean - float(reference)) <= margin else "differs"
     rule = "|ours - document| <= max(2 combined se, %g)" % threshold
-    return Check(what, verdict, mean, float(reference), margin, rule)
+    return Check(what, verdict, mean, float(reference), margin, rule, se(v))
 
 
 def compare(what: str, a, b, *, threshold: float = 0.0) -> Check:
@@ -89,7 +90,7 @@ def compare(what: str, a, b, *, threshold: float = 0.0) -> Check:
     else:
         verdict = "not testable at this scale"
     rule = "mean paired difference vs 2 se of the differences" + (f" (tie allowed within {threshold:g})" if threshold else "")
-    return Check(what, verdict, mean, 0.0, margin, rule)
+    return Check(what, verdict, mean, 0.0, margin, rule, se(d))
 
 
 def close(what: str, a, b, *, threshold: float) -> Check:
@@ -109,7 +110,13 @@ def close(what: str, a, b, *, threshold: float) -> Check:
         verdict = "contradicted"
     else:
         verdict = "not testable at this scale"
-    return Check(what, verdict, mean, 0.0, s, rule)
+    return Check(what, verdict, mean, 0.0, s, rule, se(d))
+
+
+def holds(what: str, ok: bool, rule: str, *, ours: float = math.nan, reference: float = math.nan) -> Check:
+    """A check decided by an exact or stated criterion (`rule`, in words) rather than by seeds: "agrees" when
+    `ok`, else "differs"; `ours` and `reference` are the numbers compared, where there are two."""
+    return Check(what, "agrees" if bool(ok) else "differs", float(ours), float(reference), math.nan, rule)
 
 
 def frame(checks: Iterable[Check]) -> pd.DataFrame:

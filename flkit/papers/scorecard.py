@@ -1,0 +1,310 @@
+"""The replication scorecard: every item of the five documents, our number beside theirs, one verdict.
+
+Two halves make the record:
+
+* the **items**, typed once per document in ``flkit/papers/items/<doc>.yaml``: the item as the document
+  names it, where it stands in the document, the document's value where it gives one, the book page that
+  reproduces it and the label it carries there, or why it is not executed (``status``);
+* the **checks**, computed by the chapter's code when a page is executed: a page ends with
+  :func:`record`, which stores its claim checks, each under the item it tests, in the executed notebook.
+  :func:`collect` reads them back from the book's executed pages, with the profile and git commit each
+  page was computed with (``metadata.flkit``).
+
+:func:`verdict` is the one rule that turns an item's checks into a verdict; :func:`table` joins the two
+halves, :func:`counts` and :func:`status_table` summarise them (the scorecard page and the introduction's
+status table).  ``python -m flkit.papers.scorecard --intro`` rewrites the introduction's table from the
+record; a test fails when the committed one differs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from flkit.papers.claims import Check
+
+__all__ = ["DOCUMENTS", "VERDICTS", "Item", "items", "record", "collect", "page_checks", "verdict", "table",
+           "counts", "status_table", "main"]
+
+_REPO = Path(__file__).resolve().parents[2]
+_ITEMS = Path(__file__).resolve().parent / "items"
+BOOK = _REPO / "book"
+DOCUMENTS = ("000", "001", "002", "003", "004")
+GLUE_KEY = "scorecard"
+_GLUE_PREFIX = "application/papermill.record/"      # MyST-NB's glue prefix: stored in the notebook, not shown
+_GLUE_MIME = _GLUE_PREFIX + "application/json"
+
+# the verdicts, in the order the scorecard lists them
+VERDICTS = ("reproduced", "partly", "not reproduced", "owed at the document's scale", "not executable here",
+            "not attempted yet")
+STATUSES = ("checked", "not executable", "not attempted")
+KINDS = ("figure", "table", "table cell", "theorem", "lemma", "corollary", "proposition", "assumption",
+         "equation", "algorithm", "claim", "remark", "example")
+RULE = ("An item is reproduced when every check of it agrees or is confirmed (the book's agreement rule), not "
+        "reproduced when none does, partly otherwise; an item whose page ran at a smaller profile than the "
+        "document's is owed at the document's scale whatever its checks say; an item whose data cannot be "
+        "obtained here is not executable here.")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item of a document (see the module docstring and ``items/README.md`` for the fields)."""
+    doc: str
+    id: str
+    kind: str
+    where: str
+    page: str | None = None          # "fedau/table": book/fedau/table.ipynb
+    shown_as: str | None = None      # the label our page gives it ("Table 2", "Fig. 3"); must appear on the page
+    status: str = "checked"
+    value: float | None = None       # the document's number, where it gives one and no check carries it
+    sd: float | None = None
+    text: str | None = None          # the document's statement or number as printed
+    missing: str | None = None       # what is missing here ("the CIFAR-10 images"), for "not executable"
+    owed: str | None = None          # the owed-work ledger id that completes it at the document's scale
+    note: str | None = None
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+def _check_item(doc: str, raw: dict) -> Item:
+    where = f"items/{doc}.yaml, item {raw.get('id')!r}"
+    known = {f for f in Item.__dataclass_fields__ if f not in ("doc", "extra")}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(known)}")
+    for f in ("id", "kind", "where"):
+        if not raw.get(f):
+            raise ValueError(f"{where}: field {f!r} is required")
+    it = Item(doc=doc, **raw)
+    if it.kind not in KINDS:
+        raise ValueError(f"{where}: kind {it.kind!r} is not one of {KINDS}")
+    if it.status not in STATUSES:
+        raise ValueError(f"{where}: status {it.status!r} is not one of {STATUSES}")
+    if it.status == "checked" and not (it.page and it.shown_as):
+        raise ValueError(f"{where}: a checked item needs `page` and `shown_as`")
+    if it.status == "not executable" and not it.missing:
+        raise ValueError(f"{where}: a not-executable item needs `missing` (which data or hardware)")
+    return it
+
+
+@cache
+def _load(doc: str) -> tuple[dict, tuple[Item, ...]]:
+    path = _ITEMS / f"{doc}.yaml"
+    if not path.is_file():
+        return {"document": doc, "title": f"document {doc}", "chapter": None}, ()
+    raw = yaml.safe_load(path.read_text())
+    items = tuple(_check_item(doc, r) for r in raw.get("items", []))
+    ids = [i.id for i in items]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"items/{doc}.yaml: duplicate item ids {dup}")
+    return {k: v for k, v in raw.items() if k != "items"}, items
+
+
+def document(doc: str) -> dict:
+    """The document's header (title, short name, chapter)."""
+    return _load(doc)[0]
+
+
+def items(doc: str | None = None) -> list[Item]:
+    """The items of one document, or of all five."""
+    docs = DOCUMENTS if doc is None else (doc,)
+    return [it for d in docs for it in _load(d)[1]]
+
+
+# --------------------------------------------------------------------------------------------------------
+# the page side
+
+
+def _finite(x):
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+def rows(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str, Check]]) -> list[dict]:
+    """The record's rows for a page: one per check, under the id of the document item it tests."""
+    pairs = [(k, c) for k, cs in checks.items() for c in cs] if isinstance(checks, Mapping) else list(checks)
+    if doc not in DOCUMENTS:
+        raise ValueError(f"doc {doc!r} is not one of {DOCUMENTS}")
+    out = []
+    for item, c in pairs:
+        if not isinstance(c, Check):
+            raise TypeError(f"item {item!r}: expected a claims.Check, got {type(c).__name__}")
+        out.append(dict(doc=doc, item=str(item), what=c.what, verdict=c.verdict, ours=_finite(float(c.ours)),
+                        spread=_finite(float(c.spread)), reference=_finite(float(c.reference)),
+                        margin=_finite(float(c.margin)), rule=c.rule))
+    return out
+
+
+def record(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str, Check]], *,
+           show: bool = True) -> pd.DataFrame:
+    """Store this page's claim checks for the scorecard (call once, in the page's last cell) and, with
+    `show`, display them: every check the page makes, under the document item it tests. `checks` maps each
+    item id (as in ``flkit/papers/items/<doc>.yaml``) to its checks, or is a list of (item id, check) pairs."""
+    rs = rows(doc, checks)
+    known = {i.id: i for i in items(doc)}
+    unknown = sorted({r["item"] for r in rs} - set(known))
+    if unknown:
+        raise ValueError(f"document {doc}: item id(s) {unknown} are not in flkit/papers/items/{doc}.yaml")
+    from IPython.display import display
+    display({_GLUE_MIME: rs}, raw=True, metadata={"scrapbook": dict(name=GLUE_KEY, mime_prefix=_GLUE_PREFIX)})
+    df = pd.DataFrame(rs, columns=["doc", "item", "what", "verdict", "ours", "spread", "reference", "margin", "rule"])
+    if show:
+        n_ok = int(df["verdict"].isin(["agrees", "confirmed"]).sum())
+        print(f"The checks of this page, as the scorecard records them: {n_ok} of {len(df)} agree or are "
+              f"confirmed, over {df['item'].nunique()} items of document {doc}.")
+        view = df[["item", "what", "verdict", "ours", "reference"]].copy()
+        for c in ("ours", "reference"):
+            view[c] = [_fmt(x) or "n/a" for x in view[c]]
+        display(view.style.hide(axis="index") if hasattr(view, "style") else view)
+    return df
+
+
+def page_checks(path: Path) -> tuple[list[dict], dict]:
+    """(the checks a page recorded, its `metadata.flkit`) from an executed notebook."""
+    nb = json.loads(Path(path).read_text())
+    found = []
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            if out.get("metadata", {}).get("scrapbook", {}).get("name") == GLUE_KEY and _GLUE_MIME in out.get("data", {}):
+                found.append(out["data"][_GLUE_MIME])
+    if len(found) > 1:
+        raise ValueError(f"{path}: the page records its checks {len(found)} times; call scorecard.record once")
+    return (found[0] if found else []), nb.get("metadata", {}).get("flkit", {})
+
+
+def collect(book: Path = BOOK) -> pd.DataFrame:
+    """Every check recorded by the book's executed pages, with the page, its profile and git commit."""
+    out = []
+    for nb in sorted(book.glob("*/*.ipynb")):
+        rs, meta = page_checks(nb)
+        page = f"{nb.parent.name}/{nb.stem}"
+        for r in rs:
+            out.append(dict(r, page=page, profile=meta.get("parameters", {}).get("profile"),
+                            commit=(meta.get("commit") or "")[:12]))
+    cols = ["doc", "item", "what", "verdict", "ours", "spread", "reference", "margin", "rule", "page", "profile",
+            "commit"]
+    return pd.DataFrame(out, columns=cols)
+
+
+# --------------------------------------------------------------------------------------------------------
+# the verdict
+
+
+def verdict(item: Item, checks: pd.DataFrame) -> str:
+    """The item's verdict from its checks (rows of :func:`collect` for this item). See :data:`RULE`."""
+    if item.status == "not attempted":
+        return "not attempted yet"
+    if item.status == "not executable":
+        return "not executable here"
+    if checks.empty:
+        raise ValueError(f"document {item.doc}, item {item.id!r}: checked, but page {item.page!r} records no "
+                         "check of it")
+    if (checks["profile"] != "paper").any():
+        return "owed at the document's scale"
+    ok = checks["verdict"].isin(["agrees", "confirmed"])
+    if ok.all():
+        return "reproduced"
+    return "partly" if ok.any() else "not reproduced"
+
+
+def _fmt(x, spread=None) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return ""
+    s = f"{x:.4g}"
+    if spread is not None and isinstance(spread, float) and math.isfinite(spread) and spread > 0:
+        s += f" ± {spread:.2g}"
+    return s
+
+
+def table(book: Path = BOOK) -> pd.DataFrame:
+    """One row per item of the five documents: the document's value, ours, the verdict and provenance."""
+    ck = collect(book)
+    out = []
+    for it in items():
+        mine = ck[(ck["doc"] == it.doc) & (ck["item"] == it.id)]
+        v = verdict(it, mine)
+        n_ok = int(mine["verdict"].isin(["agrees", "confirmed"]).sum())
+        refs = mine["reference"].dropna()
+        doc_value = _fmt(it.value, it.sd) if it.value is not None else (
+            _fmt(float(refs.iloc[0])) if len(refs) == 1 and mine["rule"].iloc[0].startswith("|ours - document|")
+            else "")
+        ours = ""
+        if len(mine) == 1 and mine["ours"].notna().all():
+            ours = _fmt(float(mine["ours"].iloc[0]), mine["spread"].iloc[0])
+        if v == "not executable here":
+            detail = f"needs {it.missing}"
+        elif v == "not attempted yet":
+            detail = it.note or ""
+        else:
+            detail = f"{n_ok} of {len(mine)} checks agree or are confirmed"
+            if v == "owed at the document's scale":
+                detail += f" at the {', '.join(sorted(set(mine['profile'])))} profile"
+        out.append(dict(document=it.doc, item=it.id, kind=it.kind, where=it.where, page=it.page or "",
+                        shown_as=it.shown_as or "", document_value=doc_value or (it.text or ""), ours=ours,
+                        verdict=v, checks=detail, profile=", ".join(sorted(set(mine["profile"].dropna()))),
+                        commit=", ".join(sorted(set(mine["commit"].dropna()))), owed=it.owed or ""))
+    cols = ["document", "item", "kind", "where", "page", "shown_as", "document_value", "ours", "verdict", "checks",
+            "profile", "commit", "owed"]
+    return pd.DataFrame(out, columns=cols)
+
+
+def counts(t: pd.DataFrame) -> pd.DataFrame:
+    """Items per document and verdict."""
+    c = pd.DataFrame(0, index=pd.Index(DOCUMENTS, name="document"), columns=list(VERDICTS))
+    for (d, v), n in (t.groupby(["document", "verdict"]).size().items() if len(t) else []):
+        c.loc[d, v] = n
+    c["items"] = c.sum(axis=1)
+    return c
+
+
+def status_table(t: pd.DataFrame) -> str:
+    """The introduction's status table (Markdown), from the record."""
+    c = counts(t)
+    head = ("| Document | Chapter | Items | Reproduced | Partly | Not reproduced | Owed at the document's scale | "
+            "Not executable here | Not attempted yet |")
+    lines = [head, "|" + "---|" * 9]
+    for d in DOCUMENTS:
+        meta = document(d)
+        chap = f"{{doc}}`{meta['chapter']}/index`" if meta.get("chapter") else "no chapter yet"
+        r = c.loc[d]
+        lines.append(f"| {d} {meta.get('short', '')} | {chap} | {r['items']} | " +
+                     " | ".join(str(int(r[v])) for v in VERDICTS) + " |")
+    return "\n".join(lines)
+
+
+_BEGIN, _END = "<!-- scorecard: status table (python -m flkit.papers.scorecard --intro) -->", "<!-- /scorecard -->"
+
+
+def intro_block(text: str) -> tuple[int, int]:
+    """(start, end) of the generated status table in the introduction's text."""
+    i, j = text.find(_BEGIN), text.find(_END)
+    if i < 0 or j < i:
+        raise ValueError(f"book/intro.md has no block between {_BEGIN!r} and {_END!r}")
+    return i + len(_BEGIN), j
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="The replication scorecard.")
+    ap.add_argument("--intro", action="store_true", help="rewrite the introduction's status table from the record")
+    args = ap.parse_args(argv)
+    t = table()
+    if args.intro:
+        path = BOOK / "intro.md"
+        text = path.read_text()
+        i, j = intro_block(text)
+        path.write_text(text[:i] + "\n" + status_table(t) + "\n" + text[j:])
+        print(f"rewrote the status table in {path.relative_to(_REPO)}")
+        return 0
+    print(counts(t).to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
