@@ -265,7 +265,9 @@ def counts(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def status_table(t: pd.DataFrame) -> str:
-    """The introduction's status table (Markdown), from the record."""
+    """The introduction's status table (Markdown), from the record, followed by what each document still
+    lacks: the data that cannot be obtained here and the GPU minutes owed (from :mod:`flkit.owed`)."""
+    from flkit import owed
     c = counts(t)
     head = ("| Document | Chapter | Items | Reproduced | Partly | Not reproduced | Owed at the document's scale | "
             "Not executable here | Not attempted yet |")
@@ -276,7 +278,81 @@ def status_table(t: pd.DataFrame) -> str:
         r = c.loc[d]
         lines.append(f"| {d} {meta.get('short', '')} | {chap} | {r['items']} | " +
                      " | ".join(str(int(r[v])) for v in VERDICTS) + " |")
+    ledger = owed.frame()
+    lines.append("")
+    for d in DOCUMENTS:
+        missing = sorted({it.missing for it in items(d) if it.status == "not executable"})
+        gpu = ledger[ledger["document"] == d] if len(ledger) else ledger
+        parts = []
+        if missing:
+            parts.append("not executable here for want of " + ", ".join(missing))
+        if len(gpu):
+            parts.append(f"about {int(gpu['gpu_minutes'].sum())} GPU minutes owed at the document's scale "
+                         f"({len(gpu)} ledger item{'s' if len(gpu) > 1 else ''})")
+        if parts:
+            lines.append(f"- {d} {document(d).get('short', '')}: " + "; ".join(parts) + ".")
     return "\n".join(lines)
+
+
+COLOURS = {"reproduced": "#2a9d5c", "partly": "#9fd08a", "not reproduced": "#d1495b",
+           "owed at the document's scale": "#f2b134", "not executable here": "#8d99ae", "not attempted yet": "#e5e5e5"}
+
+
+def items_view(t: pd.DataFrame, doc: str):
+    """One document's items as the scorecard page shows them (document order; verdicts coloured)."""
+    view = t[t["document"] == doc][["item", "where", "document_value", "ours", "verdict", "checks", "page"]]
+    view = view.rename(columns={"document_value": "document's value", "ours": "ours (± se over seeds)",
+                                "checks": "our checks", "page": "our page"}).reset_index(drop=True)
+    if view.empty:
+        return pd.DataFrame({"item": ["no item listed yet: not attempted"]})
+    return view.style.hide(axis="index").map(lambda v: f"background-color: {COLOURS[v]}" if v in COLOURS else "",
+                                             subset=["verdict"])
+
+
+def bars(c: pd.DataFrame, ax=None):
+    """Items per document, stacked by verdict (one bar per document)."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots()
+    labels = [f"{d} {document(d).get('short', '')}".strip() for d in c.index]
+    left = pd.Series(0, index=c.index, dtype=float)
+    for v in VERDICTS:
+        ax.barh(labels, c[v], left=left, color=COLOURS[v], label=v, edgecolor="white", linewidth=0.5)
+        left += c[v]
+    ax.invert_yaxis()
+    ax.set_xlabel("items of the document")
+    ax.grid(axis="y", visible=False)
+    ax.legend(ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.28), frameon=False)
+    return ax
+
+
+def pages(book: Path = BOOK) -> pd.DataFrame:
+    """Each executed page that records checks: its profile, the git commit and the machine it ran on."""
+    out = []
+    for nb in sorted(book.glob("*/*.ipynb")):
+        rs, meta = page_checks(nb)
+        if rs:
+            out.append(dict(page=f"{nb.parent.name}/{nb.stem}", checks=len(rs),
+                            profile=meta.get("parameters", {}).get("profile"), commit=(meta.get("commit") or "")[:12],
+                            machine=meta.get("machine", ""), minutes=round(meta.get("wall_time_s", 0) / 60, 1)))
+    return pd.DataFrame(out, columns=["page", "checks", "profile", "commit", "machine", "minutes"])
+
+
+def publish(t: pd.DataFrame, key: str = "scorecard_table") -> None:
+    """Store the scorecard table in the executed scorecard page (to test that the page is current)."""
+    from IPython.display import display
+    data = json.loads(t.to_json(orient="records"))
+    display({_GLUE_MIME: data}, raw=True, metadata={"scrapbook": dict(name=key, mime_prefix=_GLUE_PREFIX)})
+
+
+def published(path: Path, key: str = "scorecard_table") -> pd.DataFrame | None:
+    """The table :func:`publish` stored in an executed notebook; None when there is none."""
+    nb = json.loads(Path(path).read_text())
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            if out.get("metadata", {}).get("scrapbook", {}).get("name") == key:
+                return pd.DataFrame(out["data"][_GLUE_MIME])
+    return None
 
 
 _BEGIN, _END = "<!-- scorecard: status table (python -m flkit.papers.scorecard --intro) -->", "<!-- /scorecard -->"

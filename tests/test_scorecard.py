@@ -1,0 +1,223 @@
+"""The replication scorecard: the items of the five documents, the checks the executed pages record, the
+verdict rule, the introduction's status table and the scorecard page (all read from the committed book)."""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import nbformat
+import pandas as pd
+import pytest
+
+from flkit import owed
+from flkit.papers import claims, scorecard
+
+BOOK = scorecard.BOOK
+CHAPTER_PAGES = sorted(p for p in BOOK.glob("*/*.ipynb") if p.parent.name not in ("appendix", "scorecard"))
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return scorecard.collect()
+
+
+@pytest.fixture(scope="module")
+def record_table():
+    return scorecard.table()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the rule, on constructed checks
+
+
+def _rows(*verdicts, profile="paper"):
+    return pd.DataFrame([dict(verdict=v, profile=profile) for v in verdicts])
+
+
+def _item(**kw):
+    return scorecard.Item(doc="000", id="Fig. 1", kind="figure", where="Sec. 1", page="fedau/table",
+                          shown_as="Fig. 1", **kw)
+
+
+@pytest.mark.parametrize("verdicts, expected", [
+    (("agrees", "confirmed"), "reproduced"),
+    (("agrees", "differs"), "partly"),
+    (("confirmed", "not testable at this scale"), "partly"),
+    (("differs", "contradicted"), "not reproduced"),
+    (("not testable at this scale",), "not reproduced"),
+])
+def test_verdict_rule(verdicts, expected):
+    assert scorecard.verdict(_item(), _rows(*verdicts)) == expected
+
+
+def test_verdict_rule_scale_and_status():
+    assert scorecard.verdict(_item(owed="x"), _rows("agrees", profile="reduced")) == "owed at the document's scale"
+    assert scorecard.verdict(_item(status="not executable", missing="the CIFAR-10 images"),
+                             _rows()) == "not executable here"
+    assert scorecard.verdict(_item(status="not attempted"), _rows()) == "not attempted yet"
+    with pytest.raises(ValueError, match="records no check"):
+        scorecard.verdict(_item(), pd.DataFrame(columns=["verdict", "profile"]))
+
+
+def test_item_fields_are_validated():
+    with pytest.raises(ValueError, match="kind 'plot'"):
+        scorecard._check_item("000", dict(id="a", kind="plot", where="x"))
+    with pytest.raises(ValueError, match="needs `missing`"):
+        scorecard._check_item("000", dict(id="a", kind="figure", where="x", status="not executable"))
+    with pytest.raises(ValueError, match="unknown field"):
+        scorecard._check_item("000", dict(id="a", kind="figure", where="x", vlaue=3))
+    with pytest.raises(ValueError, match="needs `page`"):
+        scorecard._check_item("000", dict(id="a", kind="figure", where="x"))
+
+
+def test_record_stores_what_page_checks_reads(monkeypatch, tmp_path):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append((obj, kw)))
+    it = scorecard.items("000")[0] if scorecard.items("000") else None
+    if it is None:
+        pytest.skip("document 000 lists no items")
+    ck = claims.agree("a cell", [1.0, 2.0, 3.0], 2.5, ref_sd=0.1)
+    df = scorecard.record("000", {it.id: [ck]}, show=False)
+    assert list(df["item"]) == [it.id] and df["ours"].iloc[0] == 2.0 and df["spread"].iloc[0] == pytest.approx(1 / math.sqrt(3))
+    (bundle, kw), = shown
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
+        "display_data", data=bundle, metadata=kw["metadata"])])])
+    nb.metadata["flkit"] = {"parameters": {"profile": "paper"}, "commit": "abc"}
+    nbformat.write(nb, tmp_path / "p.ipynb")
+    rows, meta = scorecard.page_checks(tmp_path / "p.ipynb")
+    assert rows == scorecard.rows("000", {it.id: [ck]}) and meta["commit"] == "abc"
+    with pytest.raises(ValueError, match="not in flkit/papers/items/000.yaml"):
+        scorecard.record("000", {"no such item": [ck]})
+    with pytest.raises(TypeError, match="claims.Check"):
+        scorecard.rows("000", {it.id: [(True, "text")]})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the record of the committed book
+
+
+@pytest.mark.parametrize("doc", scorecard.DOCUMENTS)
+def test_every_document_is_listed(doc):
+    its = scorecard.items(doc)
+    assert its, f"flkit/papers/items/{doc}.yaml lists no item"
+    assert scorecard.document(doc).get("title")
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES, ids=[f"{p.parent.name}/{p.stem}" for p in CHAPTER_PAGES])
+def test_every_chapter_page_records_its_checks(page):
+    rows, meta = scorecard.page_checks(page)
+    assert rows, f"{page.relative_to(BOOK.parent)} records no check: end it with scorecard.record(...)"
+    name = f"{page.parent.name}/{page.stem}"
+    for r in rows:
+        its = {i.id: i for i in scorecard.items(r["doc"])}
+        assert r["item"] in its, f"{name}: item {r['item']!r} is not in items/{r['doc']}.yaml"
+        assert its[r["item"]].page == name, f"{name}: item {r['item']!r} is listed on page {its[r['item']].page!r}"
+
+
+def test_every_checked_item_is_checked_on_its_page(recorded):
+    for it in scorecard.items():
+        if it.status != "checked":
+            continue
+        mine = recorded[(recorded["doc"] == it.doc) & (recorded["item"] == it.id)]
+        assert len(mine), f"document {it.doc}, item {it.id!r}: no check recorded on {it.page}"
+        assert set(mine["page"]) == {it.page}
+
+
+def _page_text(path) -> str:
+    nb = json.loads(path.read_text())
+    parts = []
+    for c in nb["cells"]:
+        parts.append("".join(c["source"]))
+        for o in c.get("outputs", []):
+            parts.append("".join(o.get("text", "")))
+            for k, v in o.get("data", {}).items():
+                if k.startswith(("text/", "application/papermill.record/application/json")):
+                    parts.append(v if isinstance(v, str) else json.dumps(v) if not isinstance(v, list) else
+                                 "".join(map(str, v)))
+    return "\n".join(parts)
+
+
+def test_every_item_points_at_an_existing_page_and_label():
+    texts = {}
+    for it in scorecard.items():
+        if not it.page:
+            continue
+        path = BOOK / f"{it.page}.ipynb"
+        assert path.is_file(), f"document {it.doc}, item {it.id!r}: page {it.page} does not exist"
+        texts.setdefault(path, _page_text(path))
+        assert it.shown_as in texts[path], f"document {it.doc}, item {it.id!r}: {it.shown_as!r} is not on {it.page}"
+
+
+def test_owed_ids_exist_and_every_owed_run_has_items():
+    ids = {o.id for o in owed.ITEMS}
+    named = {it.owed for it in scorecard.items() if it.owed}
+    assert named <= ids, f"unknown ledger ids {sorted(named - ids)}"
+    assert {o.id for o in owed.ITEMS if o.document in scorecard.DOCUMENTS} <= named | {"fedau-engine-bench"}
+    profile = {}
+    lacking = []
+    for it in scorecard.items():
+        if it.status != "checked":
+            continue
+        if it.page not in profile:
+            meta = json.loads((BOOK / f"{it.page}.ipynb").read_text())["metadata"]
+            profile[it.page] = meta.get("flkit", {}).get("parameters", {}).get("profile")
+        if profile[it.page] != "paper" and not it.owed:
+            lacking.append(f"{it.doc}: {it.id}")
+    assert not lacking, f"items checked only at a reduced profile name no ledger id (owed:): {lacking[:5]}"
+
+
+def test_check_verdicts_follow_their_numbers(recorded):
+    """Recompute the agreement verdicts from the recorded numbers (the rule of flkit.papers.claims)."""
+    a = recorded[recorded["rule"].str.startswith("|ours - document|")]
+    for _, r in a.iterrows():
+        if r["ours"] is None or pd.isna(r["ours"]):
+            assert r["verdict"] == "not testable at this scale"
+            continue
+        expect = "agrees" if abs(r["ours"] - r["reference"]) <= r["margin"] + 1e-12 else "differs"
+        assert r["verdict"] == expect, (r["page"], r["item"], r["what"])
+    p = recorded[recorded["rule"].str.startswith("mean paired difference")]
+    for _, r in p.iterrows():
+        if r["verdict"] == "confirmed" and "tie allowed" not in r["rule"]:
+            assert r["ours"] > 0 and r["ours"] > 2 * r["spread"] - 1e-12, (r["page"], r["what"])
+        if r["verdict"] == "contradicted":
+            assert r["ours"] < -r["margin"] + 1e-12, (r["page"], r["what"])
+    assert set(recorded["verdict"]) <= {"agrees", "differs", "confirmed", "contradicted", "not testable at this scale"}
+
+
+def test_item_verdicts_recomputed(record_table, recorded):
+    for _, r in record_table.iterrows():
+        it = next(i for i in scorecard.items(r["document"]) if i.id == r["item"])
+        mine = recorded[(recorded["doc"] == it.doc) & (recorded["item"] == it.id)]
+        if it.status == "not attempted":
+            expect = "not attempted yet"
+        elif it.status == "not executable":
+            expect = "not executable here"
+        elif set(mine["profile"]) != {"paper"}:
+            expect = "owed at the document's scale"
+        else:
+            good = [v in ("agrees", "confirmed") for v in mine["verdict"]]
+            expect = "reproduced" if all(good) else "partly" if any(good) else "not reproduced"
+        assert r["verdict"] == expect, (it.doc, it.id)
+
+
+def test_intro_status_table_comes_from_the_record(record_table):
+    text = (BOOK / "intro.md").read_text()
+    i, j = scorecard.intro_block(text)
+    assert text[i:j].strip() == scorecard.status_table(record_table).strip(), \
+        "run `python -m flkit.papers.scorecard --intro` to regenerate the introduction's status table"
+
+
+def test_scorecard_page_is_current(record_table):
+    page = BOOK / "scorecard" / "index.ipynb"
+    stored = scorecard.published(page)
+    assert stored is not None, f"{page} stores no table: execute notebooks/scorecard/index.ipynb"
+    fresh = pd.DataFrame(json.loads(record_table.to_json(orient="records")))
+    assert stored.to_dict("records") == fresh.to_dict("records"), \
+        "the scorecard page is stale: re-execute it (python -m flkit.run notebooks/scorecard/index.ipynb -p profile paper)"
+
+
+def test_toc_puts_the_scorecard_first():
+    toc = (BOOK.parent / "_toc.yml").read_text()
+    files = re.findall(r"file:\s*(\S+)", toc)
+    assert files[0] == "book/scorecard/index", files[:2]
