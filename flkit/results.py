@@ -640,6 +640,12 @@ def _run_jobs(items: Sequence, job: Callable, many: bool, executor: Any,
         raise
 
 
+def _report(desc: str | None, n: int, computed: int, progress: bool) -> None:
+    """One line: how many runs came from the store and how many were computed."""
+    if progress:
+        print(f"{desc + ': ' if desc else ''}{n} runs: {n - computed} read from the results store, {computed} computed")
+
+
 def sweep(configs: Iterable[Mapping], fn: Callable[[dict], pd.DataFrame], store: Store,
           progress: bool = True, desc: str | None = None, *, device: str | None = None,
           executor: concurrent.futures.Executor | None = None) -> pd.DataFrame:
@@ -664,6 +670,7 @@ def sweep(configs: Iterable[Mapping], fn: Callable[[dict], pd.DataFrame], store:
             bar.update(1)
 
         _run_jobs(todo, fn, False, executor, save)
+    _report(desc, len(unique), len(todo), progress)
     return store.load_many(unique)
 
 
@@ -715,4 +722,5 @@ def sweep_batched(configs: Iterable[Mapping], fn_many: Callable[[list[dict]], Se
             bar.update(len(batch))
 
         _run_jobs(batches, fn_many, True, executor, save)
+    _report(desc, len(unique), len(todo), progress)
     return store.load_many(unique)

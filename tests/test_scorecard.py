@@ -221,3 +221,10 @@ def test_toc_puts_the_scorecard_first():
     toc = (BOOK.parent / "_toc.yml").read_text()
     files = re.findall(r"file:\s*(\S+)", toc)
     assert files[0] == "book/scorecard/index", files[:2]
+
+
+def test_holds_and_spread():
+    assert claims.holds("x", True, "exact").verdict == "agrees"
+    assert claims.holds("x", False, "exact", ours=1.0, reference=2.0).verdict == "differs"
+    c = claims.compare("a >= b", [3.0, 4.0, 5.0], [1.0, 1.0, 1.0])
+    assert c.verdict == "confirmed" and c.spread == pytest.approx(1 / math.sqrt(3))
