@@ -162,7 +162,8 @@ def record(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str,
         view = df[["item", "what", "verdict", "ours", "reference"]].copy()
         for c in ("ours", "reference"):
             view[c] = [_fmt(x) or "n/a" for x in view[c]]
-        display(view.style.hide(axis="index") if hasattr(view, "style") else view)
+        display(view.style.hide(axis="index"))
+        print("Rules applied:\n" + "\n".join(f"- {r}" for r in dict.fromkeys(df["rule"])))
     return df
 
 
