@@ -21,7 +21,7 @@ _PAGE = _REPO / "book" / "appendix" / "reproduce.md"
 _BEGIN = "<!-- reproduce: per-page table (python -m flkit.reproduce --write) -->"
 _END = "<!-- /reproduce -->"
 
-__all__ = ["pages", "stores", "markdown", "main"]
+__all__ = ["pages", "stores", "markdown", "generated", "regenerate", "main"]
 
 
 def _arg(value) -> str:
@@ -89,11 +89,19 @@ def markdown() -> str:
     return "\n".join(lines)
 
 
-def block(text: str) -> tuple[int, int]:
-    i, j = text.find(_BEGIN), text.find(_END)
+def generated(text: str, begin: str = _BEGIN, end: str = _END) -> tuple[int, int]:
+    """(start, end) of the generated part of a page's text: between the markers `begin` and `end`."""
+    i, j = text.find(begin), text.find(end)
     if i < 0 or j < i:
-        raise ValueError(f"{_PAGE.name} has no block between {_BEGIN!r} and {_END!r}")
-    return i + len(_BEGIN), j
+        raise ValueError(f"no generated block between {begin!r} and {end!r}")
+    return i + len(begin), j
+
+
+def regenerate(path: Path, content: str, begin: str = _BEGIN, end: str = _END) -> None:
+    """Replace the generated block of the page at `path` by `content`."""
+    text = path.read_text()
+    i, j = generated(text, begin, end)
+    path.write_text(text[:i] + "\n" + content + "\n" + text[j:])
 
 
 def main(argv=None) -> int:
@@ -101,9 +109,7 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help=f"rewrite the tables in {_PAGE.relative_to(_REPO)}")
     args = ap.parse_args(argv)
     if args.write:
-        text = _PAGE.read_text()
-        i, j = block(text)
-        _PAGE.write_text(text[:i] + "\n" + markdown() + "\n" + text[j:])
+        regenerate(_PAGE, markdown())
         print(f"rewrote the tables in {_PAGE.relative_to(_REPO)}")
     else:
         print(markdown())

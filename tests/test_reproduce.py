@@ -13,7 +13,7 @@ PAGES = reproduce.pages()
 
 def test_reproduce_page_tables_are_current():
     text = reproduce._PAGE.read_text()
-    i, j = reproduce.block(text)
+    i, j = reproduce.generated(text)
     assert text[i:j].strip() == reproduce.markdown().strip(), "run `python -m flkit.reproduce --write`"
 
 

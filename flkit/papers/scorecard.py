@@ -361,10 +361,8 @@ _BEGIN, _END = "<!-- scorecard: status table (python -m flkit.papers.scorecard -
 
 def intro_block(text: str) -> tuple[int, int]:
     """(start, end) of the generated status table in the introduction's text."""
-    i, j = text.find(_BEGIN), text.find(_END)
-    if i < 0 or j < i:
-        raise ValueError(f"book/intro.md has no block between {_BEGIN!r} and {_END!r}")
-    return i + len(_BEGIN), j
+    from flkit.reproduce import generated
+    return generated(text, _BEGIN, _END)
 
 
 def main(argv=None) -> int:
@@ -373,10 +371,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     t = table()
     if args.intro:
+        from flkit.reproduce import regenerate
         path = BOOK / "intro.md"
-        text = path.read_text()
-        i, j = intro_block(text)
-        path.write_text(text[:i] + "\n" + status_table(t) + "\n" + text[j:])
+        regenerate(path, status_table(t), _BEGIN, _END)
         print(f"rewrote the status table in {path.relative_to(_REPO)}")
         return 0
     print(counts(t).to_string())
