@@ -132,7 +132,7 @@ def _page_text(path) -> str:
         for o in c.get("outputs", []):
             parts.append("".join(o.get("text", "")))
             for k, v in o.get("data", {}).items():
-                if k.startswith(("text/", "application/papermill.record/application/json")):
+                if k.startswith(("text/", "application/papermill.record/")):
                     parts.append(v if isinstance(v, str) else json.dumps(v) if not isinstance(v, list) else
                                  "".join(map(str, v)))
     return "\n".join(parts)

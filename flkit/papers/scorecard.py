@@ -40,7 +40,7 @@ BOOK = _REPO / "book"
 DOCUMENTS = ("000", "001", "002", "003", "004")
 GLUE_KEY = "scorecard"
 _GLUE_PREFIX = "application/papermill.record/"      # MyST-NB's glue prefix: stored in the notebook, not shown
-_GLUE_MIME = _GLUE_PREFIX + "application/json"
+_GLUE_MIME = _GLUE_PREFIX + "application/json"    # holds a JSON string: nbformat takes structures only under application/*json
 
 # the verdicts, in the order the scorecard lists them
 VERDICTS = ("reproduced", "partly", "not reproduced", "owed at the document's scale", "not executable here",
@@ -153,7 +153,7 @@ def record(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str,
     if unknown:
         raise ValueError(f"document {doc}: item id(s) {unknown} are not in flkit/papers/items/{doc}.yaml")
     from IPython.display import display
-    display({_GLUE_MIME: rs}, raw=True, metadata={"scrapbook": dict(name=GLUE_KEY, mime_prefix=_GLUE_PREFIX)})
+    display({_GLUE_MIME: json.dumps(rs)}, raw=True, metadata={"scrapbook": dict(name=GLUE_KEY, mime_prefix=_GLUE_PREFIX)})
     df = pd.DataFrame(rs, columns=["doc", "item", "what", "verdict", "ours", "spread", "reference", "margin", "rule"])
     if show:
         n_ok = int(df["verdict"].isin(["agrees", "confirmed"]).sum())
@@ -167,6 +167,10 @@ def record(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str,
     return df
 
 
+def _text(v) -> str:
+    return "".join(v) if isinstance(v, list) else v
+
+
 def page_checks(path: Path) -> tuple[list[dict], dict]:
     """(the checks a page recorded, its `metadata.flkit`) from an executed notebook."""
     nb = json.loads(Path(path).read_text())
@@ -174,7 +178,7 @@ def page_checks(path: Path) -> tuple[list[dict], dict]:
     for cell in nb.get("cells", []):
         for out in cell.get("outputs", []):
             if out.get("metadata", {}).get("scrapbook", {}).get("name") == GLUE_KEY and _GLUE_MIME in out.get("data", {}):
-                found.append(out["data"][_GLUE_MIME])
+                found.append(json.loads(_text(out["data"][_GLUE_MIME])))
     if len(found) > 1:
         raise ValueError(f"{path}: the page records its checks {len(found)} times; call scorecard.record once")
     return (found[0] if found else []), nb.get("metadata", {}).get("flkit", {})
@@ -342,8 +346,7 @@ def pages(book: Path = BOOK) -> pd.DataFrame:
 def publish(t: pd.DataFrame, key: str = "scorecard_table") -> None:
     """Store the scorecard table in the executed scorecard page (to test that the page is current)."""
     from IPython.display import display
-    data = json.loads(t.to_json(orient="records"))
-    display({_GLUE_MIME: data}, raw=True, metadata={"scrapbook": dict(name=key, mime_prefix=_GLUE_PREFIX)})
+    display({_GLUE_MIME: t.to_json(orient="records")}, raw=True, metadata={"scrapbook": dict(name=key, mime_prefix=_GLUE_PREFIX)})
 
 
 def published(path: Path, key: str = "scorecard_table") -> pd.DataFrame | None:
@@ -352,7 +355,7 @@ def published(path: Path, key: str = "scorecard_table") -> pd.DataFrame | None:
     for cell in nb.get("cells", []):
         for out in cell.get("outputs", []):
             if out.get("metadata", {}).get("scrapbook", {}).get("name") == key:
-                return pd.DataFrame(out["data"][_GLUE_MIME])
+                return pd.DataFrame(json.loads(_text(out["data"][_GLUE_MIME])))
     return None
 
 
