@@ -170,18 +170,21 @@ def image_problems(images: list[dict]) -> list[str]:
     return out
 
 
+def _first(items: list[str], n: int = 5) -> list[str]:
+    return items[:n] + ([f"... and {len(items) - n} more like these"] if len(items) > n else [])
+
+
 def text_problems(report: dict) -> list[str]:
     out = []
     if report["math"] and report["mathjax"] != "typeset":
         out.append(f"MathJax {report['mathjax']} ({report['math']} math elements)")
-    out += [f"math not typeset: {m!r}" for m in report["untypeset"]]
-    out += [f"TeX error: {e!r}" for e in report["tex_errors"]]
-    for chunk in report["prose"]:
-        out += [f"raw math in text: {m.group(0)[:80]!r} in {chunk.strip()[:120]!r}"
-                for m in RAW_MATH.finditer(chunk)]
+    out += _first([f"math not typeset: {m!r}" for m in report["untypeset"]])
+    out += _first([f"TeX error: {e!r}" for e in report["tex_errors"]])
+    out += _first([f"raw math in text: {m.group(0)[:80]!r} in {chunk.strip()[:120]!r}"
+                   for chunk in report["prose"] for m in RAW_MATH.finditer(chunk)])
     text = report["text"]
-    for m in LOCAL_PATH.finditer(text):
-        out.append(f"{m.group(0)!r} in page text: {text[max(0, m.start() - 60):m.end() + 60]!r}")
+    out += _first([f"{m.group(0)!r} in page text: {text[max(0, m.start() - 60):m.end() + 60]!r}"
+                   for m in LOCAL_PATH.finditer(text)])
     return out
 
 
