@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,3 +31,21 @@ def shared_data() -> Path:
     if not (root / "mnist").is_dir():
         pytest.skip(f"real datasets not found under {root}")
     return root
+
+
+@dataclass(frozen=True)
+class BookBuild:
+    html: Path          # _build/html of the build
+    returncode: int     # jupyter-book's exit status (non-zero on any Sphinx warning)
+    log: str            # the tail of its output
+
+
+@pytest.fixture(scope="session")
+def book_build(tmp_path_factory) -> BookBuild:
+    """One `jupyter-book build --warningiserror` of the committed book per test session, shared by
+    tests/test_book.py and tests/test_browser.py so that CI builds the book once."""
+    out = tmp_path_factory.mktemp("book")
+    jb = Path(sys.executable).parent / "jupyter-book"
+    proc = subprocess.run([str(jb), "build", str(REPO), "--warningiserror", "--keep-going",
+                           "--path-output", str(out)], capture_output=True, text=True)
+    return BookBuild(out / "_build" / "html", proc.returncode, proc.stdout[-4000:] + proc.stderr[-4000:])

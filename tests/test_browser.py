@@ -1,0 +1,249 @@
+"""Every page of the built book, opened in headless Chromium (Debian's ``chromium`` package).
+
+For each page of _toc.yml, at a 1280 x 1000 window and device scale 1, the page must show
+  * no console error: console.error, an uncaught exception or a failed load logged by the browser;
+  * every <img> loaded (naturalWidth > 0) and, in the article, displayed at >= MIN_SCALE of its natural
+    width. Figures are made <= ~840 px wide with fonts >= ~10 px, so their text stays >= 7.5 px on screen;
+  * its math typeset by MathJax: every Sphinx math element holds a MathJax container, no TeX error, and no
+    raw ``$...$``, ``$$``, ``\\(`` or ``\\[`` left in the visible text outside code;
+  * no local path (/work/, /tmp/, /home/, /root/) and no ``Traceback`` anywhere in its visible text;
+  * every link to a file of the site resolving to a file of the build, and its #anchor to an id there.
+A full-page screenshot of each page is written to results/tmp/screenshots/ (gitignored) for a person to
+look at; the test checks that it is a PNG of the window's width and not trivially small.
+
+FLKIT_BOOK_HTML=<path to _build/html> tests an existing build instead of building the book.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import os
+import re
+import shutil
+import struct
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import yaml
+
+from chromium import INSTALL_HINT, Browser, find_chromium
+
+REPO = Path(__file__).resolve().parents[1]
+WIDTH, HEIGHT = 1280, 1000
+MIN_SCALE = 0.75              # displayed width / natural width of every figure in the article
+SHOTS = REPO / "results" / "tmp" / "screenshots"
+MIN_SHOT_BYTES = 20_000       # a page with a title, a sidebar and text is larger than this as a PNG
+LOCAL_PATH = re.compile(r"(?<![\w.~])/(?:work|tmp|home|root)/|Traceback")  # absolute paths; results/tmp/ is fine
+RAW_MATH = re.compile(r"\\\(.{0,300}?\\\)|\\\[.{0,300}?\\\]|\\\(|\\\[|\$\$|\\begin\{"
+                      r"|(?<![\w$\\])\$(?=[^\s$])[^$\n]{0,300}?(?<=[^\s$\\])\$(?![\w$])")
+
+
+def toc_pages() -> list[str]:
+    """The HTML path of every document of _toc.yml, in reading order."""
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node or "root" in node:
+                yield f"{node.get('file', node.get('root'))}.html"
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key, []):
+                    yield from walk(child)
+    return list(walk(yaml.safe_load((REPO / "_toc.yml").read_text())))
+
+
+# Runs in the page after its load event: waits for MathJax's first typesetting, web fonts and images,
+# then returns what the checks need.
+PAGE_JS = r"""(async () => {
+  let mathjax = "none on page";
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+    mathjax = "typeset";
+  } else if (document.querySelector('script[src*="mathjax"]')) {
+    mathjax = "script did not load";
+  }
+  await document.fonts.ready;
+  await Promise.all([...document.images].map(i => i.decode().catch(() => null)));
+  const shown = e => e.checkVisibility();
+  const skip = "pre, code, script, style, textarea, mjx-container, .highlight";
+  const prose = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n; (n = walker.nextNode());) {
+    const p = n.parentElement;
+    if (p && !p.closest(skip) && shown(p) && n.data.trim()) prose.push(n.data);
+  }
+  return {
+    mathjax,
+    math: document.querySelectorAll(".math").length,
+    untypeset: [...document.querySelectorAll(".math")].filter(e => !e.querySelector("mjx-container"))
+                 .map(e => e.textContent.trim().slice(0, 80)),
+    tex_errors: [...document.querySelectorAll("mjx-merror")]
+                  .map(e => e.getAttribute("data-mjx-error") || e.textContent),
+    images: [...document.images].map(i => ({src: i.getAttribute("src"), natural: i.naturalWidth,
+               shown: i.getBoundingClientRect().width, visible: shown(i), article: !!i.closest("article")})),
+    prose,
+    text: document.body.innerText,
+    links: [...document.querySelectorAll("a[href]")].map(a => a.href),
+  };
+})()"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip(f"headless Chromium not found: {INSTALL_HINT}; scripts/test.sh does this when run as root")
+    b = Browser(binary, WIDTH, HEIGHT)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def book_html(request) -> Path:
+    if os.environ.get("FLKIT_BOOK_HTML"):
+        html = Path(os.environ["FLKIT_BOOK_HTML"])
+    else:
+        build = request.getfixturevalue("book_build")
+        html = build.html
+    if not (html / "index.html").is_file():
+        pytest.fail(f"no built book at {html} (see tests/test_book.py for the build's log)")
+    return html
+
+
+@contextlib.contextmanager
+def serve(directory: Path):
+    """A local HTTP server for ``directory`` on a free port; yields its base URL."""
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def site(book_html):
+    shutil.rmtree(SHOTS, ignore_errors=True)
+    SHOTS.mkdir(parents=True)
+    with serve(book_html) as base:
+        yield base
+
+
+@functools.lru_cache(maxsize=None)
+def _ids(path: Path) -> frozenset[str]:
+    return frozenset(re.findall(r'\s(?:id|name)="([^"]*)"', path.read_text(encoding="utf-8")))
+
+
+def link_problems(links: list[str], base: str, html: Path) -> list[str]:
+    """Links into the site whose file is not in the build, or whose #anchor is no id of that file."""
+    out = []
+    for link in sorted(set(links)):
+        if not link.startswith(base + "/"):
+            continue
+        parts = urlsplit(link)
+        target = html / unquote(parts.path).lstrip("/")
+        if parts.path.endswith("/"):
+            target = target / "index.html"
+        if not target.is_file():
+            out.append(f"broken link: {link[len(base):]} (no file {target.relative_to(html)})")
+        elif parts.fragment and target.suffix == ".html" and unquote(parts.fragment) not in _ids(target):
+            out.append(f"broken anchor: {link[len(base):]} (no id {unquote(parts.fragment)!r})")
+    return out
+
+
+def image_problems(images: list[dict]) -> list[str]:
+    out = []
+    for img in images:
+        if img["natural"] == 0:
+            out.append(f"image did not load: {img['src']}")
+        elif img["article"] and img["visible"] and img["shown"] < MIN_SCALE * img["natural"]:
+            out.append(f"image shown at {img['shown']:.0f} of {img['natural']} px "
+                       f"(< {MIN_SCALE:.0%}; its text is too small): {img['src']}")
+        elif img["article"] and not img["visible"]:
+            out.append(f"image not displayed: {img['src']}")
+    return out
+
+
+def _first(items: list[str], n: int = 5) -> list[str]:
+    return items[:n] + ([f"... and {len(items) - n} more like these"] if len(items) > n else [])
+
+
+def text_problems(report: dict) -> list[str]:
+    out = []
+    if report["math"] and report["mathjax"] != "typeset":
+        out.append(f"MathJax {report['mathjax']} ({report['math']} math elements)")
+    out += _first([f"math not typeset: {m!r}" for m in report["untypeset"]])
+    out += _first([f"TeX error: {e!r}" for e in report["tex_errors"]])
+    out += _first([f"raw math in text: {m.group(0)[:80]!r} in {chunk.strip()[:120]!r}"
+                   for chunk in report["prose"] for m in RAW_MATH.finditer(chunk)])
+    text = report["text"]
+    out += _first([f"{m.group(0)!r} in page text: {text[max(0, m.start() - 60):m.end() + 60]!r}"
+                   for m in LOCAL_PATH.finditer(text)])
+    return out
+
+
+def screenshot_problems(png: Path) -> list[str]:
+    data = png.read_bytes() if png.is_file() else b""
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        return [f"screenshot {png} missing or not a PNG"]
+    width, height = struct.unpack(">II", data[16:24])
+    if width != WIDTH or height < HEIGHT // 2 or len(data) < MIN_SHOT_BYTES:
+        return [f"screenshot {png} looks empty: {width} x {height} px, {len(data)} bytes"]
+    return []
+
+
+def test_toc_lists_pages():
+    pages = toc_pages()
+    assert pages[0] == "book/intro.html" and len(pages) == len(set(pages)) > 20
+
+
+def page_problems(browser: Browser, base: str, html: Path, page: str, shot: Path) -> list[str]:
+    """Open ``page`` of the site served at ``base`` from ``html``, screenshot it, and list what is wrong."""
+    browser.goto(f"{base}/{page}")
+    report = browser.evaluate(PAGE_JS)
+    browser.screenshot(shot)
+    # the browser's own request for /favicon.ico (the book has no favicon) is no error of the page
+    problems = [f"console: {e}" for e in browser.console_errors() if not e.endswith("/favicon.ico")]
+    problems += image_problems(report["images"])
+    problems += text_problems(report)
+    problems += link_problems(report["links"], base, html)
+    return problems + screenshot_problems(shot)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_in_browser(page, browser, site, book_html):
+    assert (book_html / page).is_file(), f"{page} is in _toc.yml but not in the build"
+    shot = SHOTS / (page.removesuffix(".html").replace("/", "__") + ".png")
+    problems = page_problems(browser, site, book_html, page, shot)
+    assert not problems, f"{page}:\n  " + "\n  ".join(problems)
+
+
+BAD_PAGE = r"""<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><article>
+<p>Raw inline $x_i$ and \(y\) math.</p><p><span class="math">\(z\)</span></p>
+<img src="wide.png" style="width: 500px"><img src="missing.png">
+<p><a href="nowhere.html">a</a> <a href="bad.html#nope">b</a> <a href="bad.html#here" id="here">c</a></p>
+<p>saved to /work/secret/run.csv</p><pre>Traceback (most recent call last)</pre>
+<script>console.error("boom")</script>""" + "<p>filler</p>" * 200 + "</article></body></html>"
+
+
+@pytest.mark.slow
+def test_checks_catch_a_bad_page(browser, tmp_path):
+    """The checks above find each planted fault of a hand-made page, and nothing else."""
+    from PIL import Image
+
+    (tmp_path / "bad.html").write_text(BAD_PAGE)
+    Image.new("RGB", (800, 300), "white").save(tmp_path / "wide.png")
+    with serve(tmp_path) as base:
+        problems = page_problems(browser, base, tmp_path, "bad.html", tmp_path / "bad.png")
+    kinds = sorted(p.split(":")[0] for p in problems)
+    assert kinds == sorted(["console", "console", "image did not load", "image shown at 500 of 800 px (< 75%; its "
+                            "text is too small)", "MathJax none on page (1 math elements)", "math not typeset",
+                            "raw math in text", "raw math in text", "raw math in text", "'/work/' in page text",
+                            "'Traceback' in page text", "broken link", "broken anchor"]), "\n".join(problems)
