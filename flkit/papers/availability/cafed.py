@@ -63,7 +63,7 @@ import pandas as pd
 import torch
 
 from flkit import aggregate, fl, models, participation, sample
-from flkit.papers import settings
+from flkit.papers import claims, settings
 from flkit.seeding import rng
 from flkit.tasks import EngineTask
 
@@ -71,7 +71,7 @@ __all__ = [
     "SOURCE", "METHODS", "LABELS", "PALETTE", "TYPE_NAMES", "README", "readme_table", "PROFILES", "profile",
     "LRS", "Clients", "assign_types", "availability_parameters", "synthetic", "mnist", "local_optimum",
     "make_task", "algorithms", "run_experiment", "log_rounds", "summarize", "compare_table", "paired_difference",
-    "verdict", "usage_by_type", "usage_contrast", "share_check", "worked_example",
+    "verdict", "readme_check", "usage_by_type", "usage_contrast", "lesson_check", "share_check", "worked_example",
     "plot_shares", "plot_curves", "plot_usage",
 ]
 
@@ -443,6 +443,23 @@ def verdict(diff: float, se: float, better: str = "higher") -> str:
     return f"{'better' if good else 'worse'} by more than 2 standard errors"
 
 
+def readme_check(summary: pd.DataFrame, metric: str, dataset: str) -> claims.Check:
+    """The README's claim "CA-Fed achieves higher time-average accuracy and a lower standard deviation" on
+    `metric` ("time_avg": higher is better; "std_2nd_half": lower), against the best other method as in
+    :func:`paired_difference`, as a ``claims.compare`` on the seed-paired values: confirmed when the paired
+    difference in CA-Fed's favour exceeds 2 standard errors (the page's criterion), contradicted when it
+    exceeds them the other way."""
+    if metric not in ("time_avg", "std_2nd_half"):
+        raise ValueError(f"metric must be 'time_avg' or 'std_2nd_half' (the README's claim), got {metric!r}")
+    b = paired_difference(summary, metric)["b"]
+    piv = summary.pivot_table(index="seed", columns="method", values=metric)
+    better, worse = (piv["cafed"], piv[b]) if metric == "time_avg" else (piv[b], piv["cafed"])
+    name = "time-average accuracy" if metric == "time_avg" else "standard deviation over the second half"
+    what = (f"{dataset}: CA-Fed's {name} {'above' if metric == 'time_avg' else 'below'} that of the best other "
+            f"method ({LABELS[b]}), points, seed-paired")
+    return claims.compare(what, better.to_numpy(), worse.to_numpy())
+
+
 def _usage(table: pd.DataFrame, cl: Clients) -> pd.DataFrame:
     """Per method, seed and type: the mean over the type's clients of (aggregated / available rounds)."""
     per = table[table["client"] >= 0].pivot_table(index=["method", "seed", "client"], columns="metric",
@@ -467,6 +484,17 @@ def usage_contrast(table: pd.DataFrame, cl: Clients, kind: str = "unavailable-st
     d = u.drop(columns=kind).mean(1) - u[kind]
     d = d.dropna()
     return dict(diff=d.mean(), se=d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else np.nan, seeds=len(d))
+
+
+def lesson_check(table: pd.DataFrame, cl: Clients, dataset: str, kind: str = "unavailable-stable") -> claims.Check:
+    """The notes' lesson from Theorem 2 as CA-Fed's behaviour: CA-Fed aggregates the rare and correlated
+    clients (type `kind`) in a smaller fraction of their available rounds than the other types, as a
+    ``claims.compare`` on the per-seed fractions (the page's criterion: :func:`usage_contrast` beyond 2
+    standard errors)."""
+    u = _usage(table, cl).loc["cafed"]
+    return claims.compare(f"{dataset}: fraction of their available rounds in which CA-Fed aggregates the other "
+                          f"types minus the {kind} clients", u.drop(columns=kind).mean(1).to_numpy(),
+                          u[kind].to_numpy())
 
 
 # ================================================================================================
