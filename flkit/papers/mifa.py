@@ -616,3 +616,232 @@ def profile(page: str, name: str, **overrides) -> dict:
         if missing:
             raise ValueError(f"{where}: rounds has no entry for p = {missing} (give a dict p -> rounds)")
     return cfg
+
+
+# ================================================================================================
+# the pages' claim checks, each under the item of document 002 it tests (flkit/papers/items/002.yaml)
+# ================================================================================================
+FIGURES = {"quadratic": {0.01: "Fig. 1", 0.1: "Fig. 2", 0.5: "Fig. 3"},
+           "logistic": {0.01: "Fig. 4", 0.1: "Fig. 5", 0.5: "Fig. 6"}}   # our inference (see the chapter index)
+ALPHA = 0.01        # level of the chi^2 tests of the theory page's Monte Carlo
+SLOPE_TOL = 0.15    # a measured log-log slope "is" a predicted power when within this distance
+
+
+def merge_checks(*parts: dict) -> dict:
+    """{item: [checks]} dicts joined, the lists of an item that appears in several concatenated."""
+    out: dict = {}
+    for part in parts:
+        for item, cs in part.items():
+            out.setdefault(item, []).extend(cs)
+    return out
+
+
+def _final(df: pd.DataFrame, metric: str, method: str) -> np.ndarray:
+    """Per-seed value of `metric` at the last recorded round, in seed order."""
+    g = df[(df["metric"] == metric) & (df["method"] == method)]
+    return g[g["round"] == g["round"].max()].sort_values("seed")["value"].to_numpy(dtype=float)
+
+
+def _log10(v) -> np.ndarray:
+    return np.log10(np.clip(np.asarray(v, dtype=float), 1e-300, None))
+
+
+def _median_rounds(v) -> float:
+    v = np.asarray(v, dtype=float)
+    return float(np.median(np.where(v >= 0, v, np.inf)))
+
+
+def floor_check(df: pd.DataFrame, p: float, fig: str) -> "claims.Check":
+    """Claims (i)/(ii) of the document on a figure's runs: FedAvg (IS) stalls above MIFA (log10 final gap,
+    paired over seeds)."""
+    from flkit.papers import claims
+    return claims.compare(f"{fig}, p={p}: FedAvg (IS) ends above MIFA (log10 final gap, paired over seeds): "
+                          "non-zero vs zero floor", _log10(_final(df, "gap", "fedavg_is")), _log10(_final(df, "gap", "mifa")))
+
+
+def quadratic_checks(data: dict, hits: pd.DataFrame, beta: float) -> dict:
+    """The quadratic page's checks. data[p]: the tidy runs of Figures 1-3 (gap, hit_round per seed); hits:
+    the beta sweep's hit rounds (method, beta, p, seed, value; -1: never). Criteria as the page states
+    them: rounds to 1e-10 x the initial gap, median over seeds (never: inf)."""
+    from flkit.papers import claims
+    out = {FIGURES["quadratic"][p]: [floor_check(df, p, FIGURES["quadratic"][p])] for p, df in data.items()}
+    question, better = [], []
+    for p, df in data.items():
+        h = df[(df["metric"] == "hit_round") & (df["method"] != "fedgd")]
+        med = h.groupby("method")["value"].apply(_median_rounds)
+        fastest = med.idxmin() if np.isfinite(med.min()) else None
+        better.append(claims.holds(
+            f"p={p}, beta={beta}: U-MIFAm as written is the fastest partial-participation method to 1e-10 x the "
+            f"initial gap (median rounds; fastest: {LABELS.get(fastest, 'none')})", fastest == "umifam",
+            "fastest by median rounds over seeds", ours=med.get("umifam", np.inf), reference=med.min()))
+        sw = hits[hits["p"] == p]
+        best = {}
+        for m in ("mifam", "umifam", "umifam_saga"):
+            mr = sw[sw["method"] == m].groupby("beta")["value"].apply(_median_rounds)
+            b = mr.idxmin() if np.isfinite(mr.min()) else None
+            if b is not None:
+                best[m] = (b, mr[b])
+            question.append(claims.holds(
+                f"p={p}: {LABELS[m]}: momentum speeds it up (best beta of the sweep > 0, fewer median rounds "
+                f"than beta = 0)", b is not None and b > 0 and mr[b] < mr.get(0.0, np.inf),
+                "best beta > 0 and median rounds at it < at beta = 0 (never: inf)",
+                ours=mr[b] if b is not None else np.inf, reference=mr.get(0.0, np.inf)))
+        m = min(best, key=lambda k: best[k][1]) if best else None
+        better.append(claims.holds(
+            f"p={p}: U-MIFAm with SAGA memory, at its best beta, is the fastest momentum method and gains from "
+            f"beta > 0 (fastest: {LABELS.get(m, 'none')}, beta={best[m][0] if m else 'n/a'})",
+            m == "umifam_saga" and best[m][0] > 0, "fastest by median rounds over seeds, each method at its best beta",
+            ours=best.get("umifam_saga", (0, np.inf))[1], reference=best[m][1] if m else np.inf))
+    out["Question: can we speed things up with momentum?"] = question
+    out["Claim: U-MIFAm works better in practice"] = better
+    return out
+
+
+def logistic_checks(data: dict) -> dict:
+    """The logistic page's checks, under Figures 4-6: FedAvg (IS) ends above MIFA, and "U-MIFAm works better
+    in practice" on that figure's runs, as written (lowest median final gap, no run diverged) and in the
+    SAGA-memory reading (below MIFAm, its closest rival, paired over seeds)."""
+    from flkit.papers import claims
+    out = {}
+    for p, df in data.items():
+        fig = FIGURES["logistic"][p]
+        fin = {m: _final(df, "gap", m) for m in set(df["method"])}
+        med = {m: float(np.median(v)) for m, v in fin.items()}
+        div = {m: not np.isfinite(df[(df["metric"] == "gap") & (df["method"] == m)]["value"]).all() for m in fin}
+        others = min(v for m, v in med.items() if m != "umifam" and not div[m])
+        out[fig] = [
+            floor_check(df, p, fig),
+            claims.holds(f"{fig}, p={p}: U-MIFAm as written ends with the lowest median gap, no run diverged",
+                         not div["umifam"] and med["umifam"] < others,
+                         "median final gap below every other method's", ours=med["umifam"], reference=others),
+            claims.compare(f"{fig}, p={p}: U-MIFAm with SAGA memory ends below MIFAm (log10 final gap, paired over seeds)",
+                           _log10(fin["mifam"]), _log10(fin["umifam_saga"])),
+        ]
+    return out
+
+
+def floor_checks(fl: pd.DataFrame, *, T: int, n: int, L: float, sigma_G2: float, eta_doc: float = 0.02) -> dict:
+    """The theory page's section 1 (the error floors): `fl` is `error_floor`'s table for both starts, on a
+    problem with n clients, smoothness L and client variance sigma_G2, T rounds."""
+    from flkit.papers import claims
+    per = fl.groupby(["start", "method", "eta", "p", "metric"])["value"].mean().unstack("metric").reset_index()
+    s2 = sigma_G2
+    per["c"] = 2 / n * (1 / per["p"] - 1)
+    per["doc_floor"] = per["eta"] ** 2 * L * per["c"] * s2 / 2
+    isf = per[(per["method"] == "fedavg_is") & (per["start"] == "optimum")]
+    z = per[(per["method"] == "fedavg_is") & (per["start"] == "zero")]
+    sl_eta = float(np.mean([fit_slope(g["eta"], g["avg_tail"])[0] for _, g in isf.groupby("p") if g["eta"].nunique() > 1]))
+    sl_c = float(np.mean([fit_slope(g["c"], g["avg_tail"])[0] for _, g in isf.groupby("eta") if g["c"].nunique() > 1]))
+    ok_doc = int((z["avg_all"] <= 2 * z["gap0"] / (z["eta"] * T) + z["doc_floor"]).sum())
+    above = int((isf["avg_tail"] <= isf["doc_floor"]).sum())
+    raw = fl[fl["start"] == "optimum"].pivot_table(index=["method", "eta", "p", "seed"], columns="metric",
+                                                   values="value").reset_index()
+    eta0 = eta_doc if eta_doc in set(raw["eta"]) else float(raw["eta"].max())
+    nonzero = []
+    for p in sorted(raw["p"].unique()):
+        g = raw[(raw["eta"] == eta0) & (raw["p"] == p)].sort_values("seed")
+        nonzero.append(claims.compare(
+            f"p={p}, eta={eta0}: FedAvg (IS) sits above MIFA (log10 mean ||grad f||^2 over the last quarter, from "
+            "the optimum, paired over seeds)", _log10(g[g["method"] == "fedavg_is"]["avg_q4"]),
+            _log10(g[g["method"] == "mifa"]["avg_q4"])))
+    nonzero.append(claims.holds(f"the floor grows like c = (2/n)(1/p - 1): fitted slope {sl_c:.2f} within "
+                                f"{SLOPE_TOL} of 1", abs(sl_c - 1) <= SLOPE_TOL, "|slope - 1| <= 0.15",
+                                ours=sl_c, reference=1.0))
+    mo = per[(per["method"] == "mifa") & (per["start"] == "optimum")]
+    falling = ((mo["avg_q4"] < 1e-25) | (mo["avg_q4"] < mo["avg_q2"])).sum()
+    mz = fl[(fl["method"] == "mifa") & (fl["start"] == "zero")].pivot_table(index=["eta", "p", "seed"], columns="metric",
+                                                                            values="value").reset_index()
+    mz["rhs"] = 2 * mz["gap1"] / (mz["eta"] * (T - 1))
+    mz = mz.groupby(["eta", "p"])[["avg_from1", "rhs"]].mean()
+    ok_mifa = int((mz["avg_from1"] <= mz["rhs"]).sum())
+    return {
+        "Claim (i): non-zero error floor for partial client participation": nonzero,
+        "Bound (i): floor of FedAvg with importance sampling": [
+            claims.holds("the bound holds from w_0 = 0 in every (eta, p) setting (seed-averaged sides)",
+                         ok_doc == len(z), "holds in every setting", ours=ok_doc, reference=len(z)),
+            claims.holds("the measured floor (from the optimum, 2nd half) is at most eta^2 L c sigma_G^2 / 2 in every setting",
+                         above == len(isf), "holds in every setting", ours=above, reference=len(isf)),
+            claims.holds(f"the floor grows like eta^2: fitted slope {sl_eta:.2f} within {SLOPE_TOL} of 2",
+                         abs(sl_eta - 2) <= SLOPE_TOL, "|slope - 2| <= 0.15", ours=sl_eta, reference=2.0)],
+        "Claim (ii): zero error floor for MIFA": [claims.holds(
+            "MIFA's mean ||grad f||^2 over the last quarter (from the optimum) is at rounding level (< 1e-25) or "
+            "below the second quarter's, in every setting", falling == len(mo), "holds in every setting",
+            ours=int(falling), reference=len(mo))],
+        "Bound (ii): MIFA": [claims.holds("the bound holds in every (eta, p) setting (seed-averaged sides)",
+                                          ok_mifa == len(mz), "holds in every setting", ours=ok_mifa, reference=len(mz))],
+    }
+
+
+def monte_carlo_checks(tests: pd.DataFrame, mc: pd.DataFrame) -> dict:
+    """The theory page's section 2: `tests` has one row per (p, rule label) with the chi^2 p-values against
+    unbiasedness and against the predicted bias; `mc` is `one_round_monte_carlo`'s table."""
+    from flkit.papers import claims
+    biased, unbiased, eq_mifa, eq_umifa = [], [], [], []
+    for _, row in tests.iterrows():
+        p, rule = row["p"], row["rule"]
+        pu, pb = row["p-value, unbiased (chi2)"], row["p-value, predicted bias (chi2)"]
+        if rule == LABELS["mifa"]:
+            biased += [claims.holds(f"p={p}: the chi^2 test rejects unbiasedness of MIFA's entries", pu < ALPHA,
+                                    f"p-value < {ALPHA}", ours=pu, reference=ALPHA),
+                       claims.holds(f"p={p}: the predicted bias (1-p)(G_(t-1) - Delta) is not rejected", pb >= ALPHA,
+                                    f"p-value >= {ALPHA}", ours=pb, reference=ALPHA)]
+        elif rule == LABELS["umifa"]:
+            unbiased.append(claims.holds(f"p={p}: the chi^2 test does not reject unbiasedness of U-MIFA's entries",
+                                         pu >= ALPHA, f"p-value >= {ALPHA}", ours=pu, reference=ALPHA))
+    m = mc[mc["client"] < 0].pivot_table(index=["p", "rule"], columns="metric", values="value")
+    for p in sorted(m.index.get_level_values("p").unique()):
+        a = m.loc[(p, "mifa")]
+        eq_mifa.append(claims.holds(f"p={p}: Monte Carlo E||grad f - G_t||^2 is at most the document's bound (within 2 s.e.)",
+                                    a["mse"] - 2 * a["mse_se"] <= a["mse_formula"], "mse - 2 s.e. <= bound",
+                                    ours=a["mse"], reference=a["mse_formula"]))
+        u = m.loc[(p, "umifa")]
+        eq_umifa.append(claims.agree(f"p={p}: Monte Carlo E||grad f - G_t||^2 equals the document's expression "
+                                     "(within 2 Monte Carlo s.e.)", [u["mse"]], u["mse_formula"], threshold=2 * u["mse_se"]))
+    return {"Note (ii): MIFA's stored entries are biased": biased,
+            "Note (iii): U-MIFA's stored entries are unbiased": unbiased,
+            "Eq. (MIFA): E||grad f(w_t) - G_t||^2": eq_mifa, "Eq. (U-MIFA): E||grad f(w_t) - G_t||^2": eq_umifa}
+
+
+def step_size_checks(stab: pd.DataFrame) -> dict:
+    """The theory page's section 4: `stab` holds, per (kind, method, n, eta_L), 1 when every seed converged
+    (within 50 n rounds). The document's step sizes are sufficient conditions: checked at the largest grid
+    step at or below the bound, per n and problem (an n whose bound lies below the grid is left out; much
+    smaller steps need more than 50 n rounds, so they are not a test of the bound)."""
+    from flkit.papers import claims
+
+    def at_bound(method, bound, text):
+        g = stab[(stab["method"] == method) & (stab["eta_L"] <= bound(stab["n"]) * (1 + 1e-12))]
+        g = g.loc[g.groupby(["kind", "n"])["eta_L"].idxmax()]
+        ok = int(g["value"].eq(1).sum())
+        return claims.holds(f"{LABELS[method]} converges (every seed, within 50n rounds) at the largest grid step "
+                            f"eta L <= {text}, for every n and problem ({ok} of {len(g)})", ok == len(g) and len(g) > 0,
+                            "converges at the bound's step in every (problem, n)", ours=ok, reference=len(g))
+    saga = at_bound("umifa_saga", lambda n: n ** (-2 / 3), "n^(-2/3)")
+    return {"Claim (Learning Rate): MIFA, eta <= 1/(L n)": [at_bound("mifa", lambda n: 1 / n, "1/n")],
+            "Claim (Learning Rate): after Reddi et al., eta ~ 1/(L n^{2/3})": [
+                saga, at_bound("umifa", lambda n: n ** (-2 / 3), "n^(-2/3)")],
+            "Non-convex table: SAGA/U-MIFA, eta bound": [saga]}
+
+
+def complexity_checks(slopes: pd.DataFrame, plateau: pd.DataFrame, plateau_slope: float) -> dict:
+    """The theory page's section 5: `slopes` (index problem x method label; predicted and measured slope of
+    the cost in n); `plateau` (n, b, eta, avg_q2, avg_q4) and the fitted slope of FedPGD's plateau against
+    the table's variance term."""
+    from flkit.papers import claims
+    out = {}
+    for (kind, tab) in (("convex", "Convex table"), ("nonconvex", "Non-convex table")):
+        for m, row in (("fedgd", "FedGD"), ("fedpgd", "FedPGD"), ("umifa_saga", "SAGA/U-MIFA")):
+            pr, ms = slopes.loc[(kind, LABELS[m]), ["predicted slope", "measured slope"]]
+            out[f"{tab}: {row}, complexity"] = [claims.holds(
+                f"{kind}, {row}: measured slope of the cost in n {ms:.2f} within {SLOPE_TOL} of the table's {pr:.2f}",
+                bool(np.isfinite(ms) and abs(ms - pr) <= SLOPE_TOL), "|measured - predicted| <= 0.15",
+                ours=ms, reference=pr)]
+    ratio = float((plateau["avg_q4"] / plateau["avg_q2"]).max())
+    out["Convex table: FedPGD, convergence"] = [
+        claims.holds(f"FedPGD's plateau is proportional to the table's variance term: fitted slope {plateau_slope:.2f} "
+                     f"within {SLOPE_TOL} of 1", abs(plateau_slope - 1) <= SLOPE_TOL, "|slope - 1| <= 0.15",
+                     ours=plateau_slope, reference=1.0),
+        claims.holds("that term falls with T as printed inside (1/T)(...): the last-quarter plateau is at most half the "
+                     "second quarter's in every setting", ratio <= 0.5, "max ratio <= 1/2 (a term divided by T halves "
+                     "when T doubles)", ours=ratio, reference=0.5)]
+    return out
