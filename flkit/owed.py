@@ -109,18 +109,13 @@ ITEMS = [
          _cvar("fmnist", "paper"), 114 / 65, "3.6 ms per batched step of the 65 stacked LeNets on an H100 "
          "(results/benchmarks/cvar_step_h100.log)"),
     # The pages' stored image runs used a random draw of 27 of the 30 RAM probabilities (ram="random-draw");
-    # these two items recompute the published profiles with the authors' vector (cvar.rho_authors_k30).
+    # cvar-table1-paper (above) and this item compute the document's scale with the authors' vector
+    # (cvar.rho_authors_k30, the default).
     Owed("cvar-mnist-authors-ram", "003", "Figs. 3-4 at 4000 rounds, 5 seeds, with the authors' RAM vector "
          "(the page shows the random-draw runs)", "book/cvar/mnist",
          "python scripts/cvar_sweep.py mnist --profile paper --device cuda --max-minutes 8.5",
          _cvar("mnist", "paper"), 223 / 60 / 20, "the stored random-draw runs: one batch of the 20 runs took 223 s "
          "on a GPU (results/cvar/mnist manifests); about 27 min per run on this CPU"),
-    Owed("cvar-table1-reduced-authors-ram", "003", "Table 1 at the page's reduced profile (250 rounds, 5 seeds) "
-         "with the authors' RAM vector (the page shows the random-draw runs)", "book/cvar/fmnist_table",
-         "python scripts/cvar_sweep.py fmnist --profile reduced --rounds 250 --seeds 0 1 2 3 4 --device cuda",
-         _cvar("fmnist", "reduced", rounds=250, seeds=[0, 1, 2, 3, 4]), 21 / 60 / 65,
-         "the stored random-draw runs: one batch of the 65 runs took 21 s on a GPU (results/cvar/fmnist "
-         "manifests); 30-60 min per run on this CPU"),
 ]
 
 

@@ -77,7 +77,8 @@ from flkit.papers.cvar.ram import (AUTHORS_RHO_K30, AUTHORS_RHO_SOURCE, RAMS, RH
 from flkit.papers.cvar.report import (METHOD_COLORS, METHOD_LABELS, MNIST_CLAIMS, QUANTITIES, RARE_CLASSES, TABLE1_ALPHAS,
                                TABLE1_GAMMAS, config_of, confirm_fig2, confirm_mnist, confirm_table1, curve_panel,
                                decision_regions, fig2, fig2_accuracy, final_accuracies, mnist_figure,
-                               rare_classes_2d, table1_compare, table1_ours, table1_reference, table1_wide, titled)
+                               rare_classes_2d, scorecard_fig2, scorecard_mnist, scorecard_table1, table1_compare,
+                               table1_item, table1_ours, table1_reference, table1_wide, titled, TABLE1_CLAIMS)
 
 __all__ = [
     # the objective
@@ -94,7 +95,8 @@ __all__ = [
     # reading the results
     "TABLE1_ALPHAS", "TABLE1_GAMMAS", "QUANTITIES", "RARE_CLASSES", "MNIST_CLAIMS", "table1_reference",
     "table1_ours", "table1_compare", "table1_wide", "final_accuracies", "confirm_table1", "confirm_mnist",
-    "confirm_fig2", "fig2_accuracy",
+    "confirm_fig2", "fig2_accuracy", "scorecard_fig2", "scorecard_mnist", "scorecard_table1", "table1_item",
+    "TABLE1_CLAIMS",
     # figures
     "METHOD_LABELS", "METHOD_COLORS", "fig2", "mnist_figure", "curve_panel", "decision_regions", "rare_classes_2d",
     "config_of", "titled",
