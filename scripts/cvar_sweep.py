@@ -4,6 +4,9 @@
     python scripts/cvar_sweep.py fmnist --profile paper --device cuda --max-minutes 9 --estimate
     python scripts/cvar_sweep.py synthetic_2d --profile paper --device cpu
 
+The RAM of Figs. 3-4 and Table 1 is the authors' 30-user vector (setting ram="authors", the default);
+--set ram=random-draw selects the sensitivity variant (27 of the 30 probabilities drawn at random).
+
 Runs are stored through flkit.results under <out>/<experiment>/ (default out: results/cvar, the folder
 the notebooks read), one CSV + JSON per run, and skipped when already there. The runs of a batch share
 one vectorized computation; a batch stopped by --max-minutes is checkpointed under <out>/checkpoints/

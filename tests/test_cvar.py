@@ -122,8 +122,8 @@ def test_reduces_to_fedavg_exactly():
 
 
 # --------------------------------------------------------------------------------------------- RAM
-@pytest.mark.parametrize("rho", [cvar.RHO_FIG2_K3, cvar.rho_table1(0), cvar.rho_fig2_k30()],
-                         ids=["fig2-k3", "table1", "fig2-k30"])
+@pytest.mark.parametrize("rho", [cvar.RHO_FIG2_K3, cvar.rho_table1(0), cvar.rho_authors_k30()],
+                         ids=["fig2-k3", "random-draw", "authors-k30"])
 def test_ram_draws_follow_rho(rho):
     rho = np.asarray(rho)
     T = 200_000
@@ -154,10 +154,41 @@ def test_ram_distributions():
             break
     assert draw == 5
     np.testing.assert_allclose(r[:27], u / u.sum() * (1 - 0.0238))
-    k30 = cvar.rho_fig2_k30()
-    assert k30.shape == (30,) and k30.sum() == pytest.approx(1, abs=1e-12) and np.all(np.diff(k30) < 0)
-    assert k30[-6:].sum() == pytest.approx(0.075, abs=1e-9)
-    assert k30[0] == pytest.approx(0.0735, abs=1e-9) and k30[-1] == pytest.approx(0.0053, abs=1e-9)
+
+
+AUTHORS_K30 = [0.0735, 0.0692, 0.0645, 0.0584, 0.0557, 0.0547, 0.0537, 0.0462, 0.0445, 0.0422, 0.0417, 0.0333,
+               0.0327, 0.0275, 0.0267, 0.0261, 0.0258, 0.0244, 0.0241, 0.0240, 0.0215, 0.0185, 0.0181, 0.0180,
+               0.0176, 0.0170, 0.0169, 0.0107, 0.0078, 0.0053]  # user_probs of the authors' 30-user notebook
+
+
+def test_authors_ram_vector():
+    v = cvar.AUTHORS_RHO_K30
+    assert len(v) == 30 and list(v) == AUTHORS_K30                     # the values, as printed, in order
+    assert round(sum(v), 4) == 1.0003 and abs(sum(v) - 1.0003) < 1e-12  # the printed sum is not 1
+    assert v[-3:] == cvar.TABLE1_RARE_RHO == (0.0107, 0.0078, 0.0053)  # Table 1's caption
+    r = cvar.rho_authors_k30()
+    assert r.shape == (30,) and abs(r.sum() - 1) < 1e-12
+    np.testing.assert_allclose(r, np.asarray(AUTHORS_K30) / 1.0003, rtol=1e-12, atol=0)
+    assert list(np.argsort(-r, kind="stable")) == list(range(30))     # order preserved (descending)
+    assert np.array_equal(cvar.rho_for("authors-k30"), r) and "f4a32c0d4d716663" in cvar.AUTHORS_RHO_SOURCE
+
+
+def test_ram_setting():
+    for exp in ("mnist", "fmnist"):
+        s = cvar.settings(exp, "paper")
+        assert s["ram"] == "authors" and s["label"] == ""
+        assert {(tuple(c["rho"]), c["rho_name"]) for c in cvar.run_configs(s)} == {
+            (tuple(cvar.rho_authors_k30()), "authors-k30")}
+        v = cvar.settings(exp, "paper", ram="random-draw")
+        assert v["label"].startswith("VARIANT: ram=random-draw")
+        assert {(tuple(c["rho"]), c["rho_name"]) for c in cvar.run_configs(v)} == {
+            (tuple(cvar.rho_table1(0)), "table1@0")}
+        with pytest.raises(ValueError, match="ram must be one of"):
+            cvar.settings(exp, "paper", ram="uniform")
+        with pytest.raises(ValueError, match="num_users must be 30"):
+            cvar.settings(exp, "paper", num_users=20)
+    c = [c for c in cvar.run_configs(cvar.settings("synthetic_2d", "paper")) if c["panel"] == "c"]
+    assert c and all(x["rho"] == cvar.rho_authors_k30().tolist() and x["rho_name"] == "authors-k30" for x in c)
 
 
 # ------------------------------------------------------------------------------------------ split

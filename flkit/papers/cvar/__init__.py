@@ -58,7 +58,8 @@ Modules
 flkit.objectives  G, its (sub)gradients, the minibatch surrogate of the local steps (cvar_objective)
 algorithm     State, init, Users, learning_rates, run_round (Algorithm 1 for M runs; local steps and
               minibatches are flkit.engine's: local_train / FastSGD, epoch_batches)
-ram           the RAM distributions of Fig. 2 and Table 1
+ram           the RAM distributions: Fig. 2(a)/(b), the authors' 30-user vector (Fig. 2(c), Figs. 3-4,
+              Table 1) and the random-draw variant
 experiments   the document's settings and profiles, run configs, data and splits, run_batch, sweep
 report        the document's Table 1 beside ours, its claims checked, Figs. 2-4
 
@@ -68,14 +69,16 @@ from __future__ import annotations
 
 from flkit.papers.cvar.algorithm import EXTRAS, State, Users, init, learning_rates, run_round
 from flkit.papers.cvar.experiments import (FIG2_PANELS, PAPER, PROFILES, Deadline, batch_group, blobs_split, build_model,
-                                    method_of, params_from_table, planned_steps, prepare, run_batch, run_configs,
+                                    method_of, params_from_table, planned_steps, prepare, ram_of, run_batch, run_configs,
                                     settings, split_summary, store_for, sweep, validate)
 from flkit.objectives import IGNORE, G, cvar_loss, cvar_objective, grad_G, surrogate
-from flkit.papers.cvar.ram import RHO_FIG2_K3, TABLE1_RARE_RHO, rho_fig2_k30, rho_for, rho_table1
+from flkit.papers.cvar.ram import (AUTHORS_RHO_K30, AUTHORS_RHO_SOURCE, RAMS, RHO_FIG2_K3, TABLE1_RARE_RHO,
+                                   rho_authors_k30, rho_for, rho_table1)
 from flkit.papers.cvar.report import (METHOD_COLORS, METHOD_LABELS, MNIST_CLAIMS, QUANTITIES, RARE_CLASSES, TABLE1_ALPHAS,
                                TABLE1_GAMMAS, config_of, confirm_fig2, confirm_mnist, confirm_table1, curve_panel,
                                decision_regions, fig2, fig2_accuracy, final_accuracies, mnist_figure,
-                               rare_classes_2d, table1_compare, table1_ours, table1_reference, table1_wide, titled)
+                               rare_classes_2d, scorecard_fig2, scorecard_mnist, scorecard_table1, table1_compare,
+                               table1_item, table1_ours, table1_reference, table1_wide, titled, TABLE1_CLAIMS)
 
 __all__ = [
     # the objective
@@ -83,7 +86,8 @@ __all__ = [
     # Algorithm 1
     "State", "EXTRAS", "init", "run_round", "Users", "learning_rates",
     # RAM distributions
-    "RHO_FIG2_K3", "rho_fig2_k30", "rho_table1", "TABLE1_RARE_RHO", "rho_for",
+    "RHO_FIG2_K3", "AUTHORS_RHO_K30", "AUTHORS_RHO_SOURCE", "rho_authors_k30", "RAMS", "rho_table1",
+    "TABLE1_RARE_RHO", "rho_for", "ram_of",
     # experiments
     "FIG2_PANELS", "PAPER", "PROFILES", "settings", "method_of", "run_configs", "batch_group", "blobs_split",
     "prepare", "build_model", "run_batch", "Deadline", "params_from_table", "sweep", "store_for", "planned_steps",
@@ -91,7 +95,8 @@ __all__ = [
     # reading the results
     "TABLE1_ALPHAS", "TABLE1_GAMMAS", "QUANTITIES", "RARE_CLASSES", "MNIST_CLAIMS", "table1_reference",
     "table1_ours", "table1_compare", "table1_wide", "final_accuracies", "confirm_table1", "confirm_mnist",
-    "confirm_fig2", "fig2_accuracy",
+    "confirm_fig2", "fig2_accuracy", "scorecard_fig2", "scorecard_mnist", "scorecard_table1", "table1_item",
+    "TABLE1_CLAIMS",
     # figures
     "METHOD_LABELS", "METHOD_COLORS", "fig2", "mnist_figure", "curve_panel", "decision_regions", "rare_classes_2d",
     "config_of", "titled",

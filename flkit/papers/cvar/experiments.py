@@ -16,7 +16,7 @@ import torch
 
 from flkit.papers.cvar.algorithm import EXTRAS
 from flkit.objectives import cvar_objective
-from flkit.papers.cvar.ram import rho_for, rho_table1
+from flkit.papers.cvar.ram import RAMS, rho_authors_k30, rho_for, rho_table1
 from flkit.seeding import resolve_device, rng
 
 FIG2_PANELS = {
@@ -26,7 +26,7 @@ FIG2_PANELS = {
     "b": dict(centers=[[1.0, 1.0], [2.0, 3.0], [3.0, 1.5], [2.0, 0.5]], test_frac=0.1,
               assignment=[[0], [1], [2, 3]], rho="fig2-k3", rounds=4000),
     "c": dict(centers=[[1.0, 1.0], [2.0, 3.0], [2.3, 1.5]], test_frac=0.2,
-              assignment=[[0, 1]] * 24 + [[2]] * 6, rho="fig2-k30", rounds=25000),
+              assignment=[[0, 1]] * 24 + [[2]] * 6, rho="authors-k30", rounds=25000),
 }
 
 # The document's setting of each experiment ("paper"), and what the other profiles change.
@@ -37,12 +37,12 @@ PAPER = {
                          seeds=[0, 1, 2], eval_every=None, rho_seed=0, authors_model_seeds=[0]),
     "mnist": dict(dataset="mnist", settings=[0.9, 0.8], num_users=30, frequent_frac=0.9, model="cvar_mlp",
                   epochs=10, batch_size=128, lr_theta=1e-3, lr_t=1e-4, rounds=4000,
-                  cells=[[0.3, 0.3]], seeds=[0, 1, 2, 3, 4], eval_every=10, t_every=1, rho_seed=0,
+                  cells=[[0.3, 0.3]], seeds=[0, 1, 2, 3, 4], eval_every=10, t_every=1, ram="authors", rho_seed=0,
                   train_subset=None, test_subset=None),
     "fmnist": dict(dataset="fashion-mnist", settings=[0.8], num_users=30, frequent_frac=0.9, model="cvar_lenet",
                    epochs=20, batch_size=128, lr_theta=1e-2, lr_t=5e-4, rounds=6000,
                    gammas=[0.0, 0.1, 0.2, 0.3, 1.0], alphas=[1.0, 0.3, 0.2, 0.1], seeds=[0, 1, 2, 3, 4],
-                   eval_every=100, t_every=10, rho_seed=0, train_subset=None, test_subset=None),
+                   eval_every=100, t_every=10, ram="authors", rho_seed=0, train_subset=None, test_subset=None),
 }
 PROFILES = {
     "synthetic_2d": {"paper": {}, "reduced": dict(rounds=1000),
@@ -60,8 +60,12 @@ def settings(experiment: str, profile: str = "smoke", **overrides) -> dict:
     """The settings of `experiment` ("synthetic_2d", "mnist", "fmnist") under `profile` ("smoke",
     "reduced", "paper"), with `overrides` (papermill parameters; None means "the profile's value")
     winning over the profile. Adds "label": "" when the result is the document's setting, else
-    "REDUCED: <what differs from the document>" (or "SMOKE: ..." for the smoke profile), which every
-    figure and table title must carry."""
+    "REDUCED: <what differs from the document>" ("SMOKE: ..." for the smoke profile, "VARIANT: ..." when
+    only the RAM differs: `ram="random-draw"`), which every figure and table title must carry.
+
+    ram (Figs. 3-4, Table 1): "authors" (the default: the authors' 30 probabilities, normalized,
+    `ram.rho_authors_k30`) or "random-draw" (a sensitivity variant: 27 of the 30 drawn at random from
+    `rng(rho_seed, "ram")`, the caption's three kept, `ram.rho_table1`)."""
     if experiment not in PAPER:
         raise ValueError(f"unknown experiment {experiment!r}; choose one of {sorted(PAPER)}")
     if profile not in PROFILES[experiment]:
@@ -74,7 +78,8 @@ def settings(experiment: str, profile: str = "smoke", **overrides) -> dict:
     s.update({k: v for k, v in overrides.items() if v is not None})
     diff = [k for k in s if s[k] != PAPER[experiment][k]]
     what = ", ".join(f"{k}={_short(s[k])} (document: {_short(PAPER[experiment][k])})" for k in diff)
-    s["label"] = "" if not diff else f"{'SMOKE' if profile == 'smoke' else 'REDUCED'}: {what}"
+    kind = "SMOKE" if profile == "smoke" else "VARIANT" if diff == ["ram"] else "REDUCED"
+    s["label"] = "" if not diff else f"{kind}: {what}"
     s["experiment"], s["profile"] = experiment, profile
     validate(s)
     return s
@@ -107,6 +112,10 @@ def validate(s: Mapping) -> None:
         return
     for k in ("num_users", "t_every", "train_subset", "test_subset"):
         _int_at_least(s, k, 2 if k == "num_users" else 1, none_ok=k != "num_users")
+    if s["ram"] not in RAMS:
+        raise ValueError(f"ram must be one of {RAMS}, got {s['ram']!r}")
+    if s["ram"] == "authors" and s["num_users"] != 30:
+        raise ValueError(f"ram='authors' is the authors' 30-user vector; num_users must be 30, got {s['num_users']!r}")
     _in_range(s, "frequent_frac", 0, 1, lo_open=True, hi_open=True)
     _each(s, "settings", 0, 1, lo_open=True, hi_open=True)
     if exp == "mnist":
@@ -168,6 +177,8 @@ def _each(s: Mapping, k: str, lo, hi, lo_open: bool = False, hi_open: bool = Fal
 def _short(v) -> str:
     if v is None:
         return "full"
+    if v == "authors":
+        return "the authors' 30 probabilities"
     if isinstance(v, list) and len(v) > 4 and all(isinstance(i, int) for i in v):
         return f"{len(v)} seeds"
     return str(v)
@@ -202,7 +213,7 @@ def run_configs(s: Mapping) -> list[dict]:
                                     eval_every=s["eval_every"] or max(1, rounds // 200),
                                     method=method_of(a, g), alpha=a, gamma=g, seed=seed, save_params=True))
         return out
-    rho = rho_table1(s["rho_seed"]).tolist()
+    rho, rho_name = ram_of(s)
     if exp == "mnist":
         cells = [(1.0, 1.0)] + [tuple(c) for c in s["cells"]]
     else:
@@ -213,11 +224,19 @@ def run_configs(s: Mapping) -> list[dict]:
             for seed in s["seeds"]:
                 out.append(dict(common, dataset=s["dataset"], num_users=s["num_users"],
                                 frequent_frac=s["frequent_frac"], pattern_frac=r, rho=rho,
-                                rho_name=f"table1@{s['rho_seed']}", rounds=s["rounds"], eval_every=s["eval_every"],
+                                rho_name=rho_name, rounds=s["rounds"], eval_every=s["eval_every"],
                                 t_every=s["t_every"],
                                 train_subset=s["train_subset"], test_subset=s["test_subset"],
                                 method=method_of(a, g), alpha=a, gamma=g, seed=seed))
     return out
+
+
+def ram_of(s: Mapping) -> tuple[list[float], str]:
+    """(rho, its name) of the image experiments' settings `s`: the authors' vector ("authors-k30") or
+    the random draw of seed `rho_seed` ("table1@<seed>", the name the stored random-draw runs carry)."""
+    if s["ram"] == "authors":
+        return rho_authors_k30().tolist(), "authors-k30"
+    return rho_table1(s["rho_seed"], s["num_users"]).tolist(), f"table1@{s['rho_seed']}"
 
 
 _VARY = {"alpha", "gamma", "method", "seed", "pattern_frac", "frequent_frac", "rho", "rho_name", "assignment",
