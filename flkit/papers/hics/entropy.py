@@ -48,7 +48,7 @@ __all__ = [
     "first_rounds",
     "matrix", "label_fractions", "true_entropy", "entropy_frame", "rank_table", "temperature_table", "single_class_frame", "class_share", "plot_fig9",
     "eq4_check", "sum_E", "eq6_frame", "direction_cosine", "feature_norm", "slope", "plot_eq6", "project_simplex", "recover_labels",
-    "total_variation", "privacy_frame", "first_clustering",
+    "total_variation", "privacy_frame", "first_clustering", "assignment_error", "by_item", "SCORECARD", "scorecard_checks",
 ]
 
 # ------------------------------------------------------------------------------------------ settings
@@ -465,3 +465,44 @@ def first_clustering(table: pd.DataFrame, part: Partition, alphas, *, t: int, hi
                  mean_H=float(H[labels == m].mean()), H_bar=float(H_bar[m]), pi=float(pi[m]))
             for m in range(len(H_bar))]
     return pd.DataFrame(rows).sort_values("H_bar", ascending=False, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------------------ the scorecard
+def assignment_error(parts, labels) -> int:
+    """The largest |number of images of a class - images of that class assigned to clients| over the splits
+    ``parts`` of ``labels`` (0: every image is assigned exactly once, the rule of appendix 6.10)."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("parts is empty: give at least one Partition")
+    C = int(np.max(labels)) + 1
+    return int(max(np.abs(p.counts.sum(0) - np.bincount(labels, minlength=C)).max() for p in parts))
+
+
+def by_item(checks, rules) -> dict:
+    """File each check under the document item its ``what`` names, for :func:`flkit.papers.scorecard.record`:
+    ``rules`` lists (prefix of ``what``, item id), the first matching prefix wins. A check that no rule names
+    raises ValueError, so a check the page adds cannot be left out of the scorecard."""
+    out: dict = {}
+    for c in checks:
+        item = next((it for prefix, it in rules if c.what.startswith(prefix)), None)
+        if item is None:
+            raise ValueError(f"check {c.what!r} names no item of document 004; prefixes known: {[p for p, _ in rules]}")
+        out.setdefault(item, []).append(c)
+    return out
+
+
+PRIVACY = "Claim (appendix 6.5): the server cannot infer the clients' label distributions from the bias updates"
+PARTITION = ("Claim (appendix 6.10): client k gets X_i^(k) N_i / sum_j X_i^(j) of the N_i samples of label i, "
+             "each sample once")
+SCORECARD = [("Fig. 7:", "Fig. 7"), ("Fig. 8:", "Fig. 8"), ("FMNIST splits", PARTITION), ("Eq. 4:", "Eq. (4)"),
+             ("Eq. 22", "Eq. (22)"), ("sum_i E_i = 1 at initialisation", "Claim (Sec. 3.2.1): at initialisation E_i = 1/C"),
+             ("Eq. 6", "Eq. (6)"), ("summed per-step form", "Eq. (6)"), ("direction:", "Eq. (6)"),
+             ("list (a):", "Fig. 9(a)"), ("list (b):", "Fig. 9(b)"), ("document: the server cannot infer", PRIVACY)]
+
+
+def scorecard_checks(checks) -> dict:
+    """The entropy page's checks by document item (:data:`SCORECARD`): the partitions of Figs. 7-8 and of
+    appendix 6.10's rule, Eqs. 4, 6 and 22, E_i = 1/C at initialisation, Fig. 9's panels and appendix 6.5's
+    privacy claim. The "summed per-step form" of Eq. 6 is our reading of Eq. 5 (steps summed); it is filed
+    with Eq. (6), whose scale it tests."""
+    return by_item(checks, SCORECARD)
