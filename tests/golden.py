@@ -94,8 +94,10 @@ CASES = {
     "mifa_theory": _mifa_theory,
     "mifa_logistic": _mifa_logistic,
     "cvar_synthetic_2d": lambda: _cvar("synthetic_2d", seeds=[0, 1], rounds=6),
-    "cvar_mnist": lambda: _cvar("mnist"),
-    "cvar_fmnist": lambda: _cvar("fmnist", rounds=3),
+    # the random draw of the relay probabilities, which the goldens were frozen with (the default is now the
+    # authors' vector): the same numbers bit for bit show that nothing else moved
+    "cvar_mnist": lambda: _cvar("mnist", ram="random-draw"),
+    "cvar_fmnist": lambda: _cvar("fmnist", rounds=3, ram="random-draw"),
 }
 NEEDS_DATA = {"cvar_mnist": "mnist", "cvar_fmnist": "fashion-mnist"}
 

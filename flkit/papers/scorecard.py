@@ -50,7 +50,8 @@ KINDS = ("figure", "table", "table cell", "theorem", "lemma", "corollary", "prop
          "equation", "algorithm", "claim", "remark", "example")
 RULE = ("An item is reproduced when every check of it agrees or is confirmed (the book's agreement rule), not "
         "reproduced when none does, partly otherwise; an item whose page ran at a smaller profile than the "
-        "document's is owed at the document's scale whatever its checks say; an item whose data cannot be "
+        "document's, or whose runs in the document's setting are still in the owed-work ledger, is owed at the "
+        "document's scale whatever its checks say; an item whose data cannot be "
         "obtained here is not executable here.")
 
 
@@ -202,8 +203,9 @@ def collect(book: Path = BOOK) -> pd.DataFrame:
 # the verdict
 
 
-def verdict(item: Item, checks: pd.DataFrame) -> str:
-    """The item's verdict from its checks (rows of :func:`collect` for this item). See :data:`RULE`."""
+def verdict(item: Item, checks: pd.DataFrame, unpaid: frozenset[str] | set[str] = frozenset()) -> str:
+    """The item's verdict from its checks (rows of :func:`collect` for this item) and the ledger ids still
+    `unpaid` (:func:`flkit.owed.ledger`). See :data:`RULE`."""
     if item.status == "not attempted":
         return "not attempted yet"
     if item.status == "not executable":
@@ -211,7 +213,7 @@ def verdict(item: Item, checks: pd.DataFrame) -> str:
     if checks.empty:
         raise ValueError(f"document {item.doc}, item {item.id!r}: checked, but page {item.page!r} records no "
                          "check of it")
-    if (checks["profile"] != "paper").any():
+    if (checks["profile"] != "paper").any() or item.owed in unpaid:
         return "owed at the document's scale"
     ok = checks["verdict"].isin(["agrees", "confirmed"])
     if ok.all():
@@ -230,11 +232,13 @@ def _fmt(x, spread=None) -> str:
 
 def table(book: Path = BOOK) -> pd.DataFrame:
     """One row per item of the five documents: the document's value, ours, the verdict and provenance."""
+    from flkit import owed
     ck = collect(book)
+    unpaid = {o.id for o in owed.ledger()}
     out = []
     for it in items():
         mine = ck[(ck["doc"] == it.doc) & (ck["item"] == it.id)]
-        v = verdict(it, mine)
+        v = verdict(it, mine, unpaid)
         n_ok = int(mine["verdict"].isin(["agrees", "confirmed"]).sum())
         refs = mine["reference"].dropna()
         doc_value = _fmt(it.value, it.sd) if it.value is not None else (
@@ -251,6 +255,8 @@ def table(book: Path = BOOK) -> pd.DataFrame:
             detail = f"{n_ok} of {len(mine)} checks agree or are confirmed"
             if v == "owed at the document's scale":
                 detail += f" at the {', '.join(sorted(set(mine['profile'])))} profile"
+                if it.owed in unpaid:
+                    detail += f"; the document's setting is owed ({it.owed})"
         out.append(dict(document=it.doc, item=it.id, kind=it.kind, where=it.where, page=it.page or "",
                         shown_as=it.shown_as or "", document_value=doc_value or (it.text or ""), ours=ours,
                         verdict=v, checks=detail, profile=", ".join(sorted(set(mine["profile"].dropna()))),
