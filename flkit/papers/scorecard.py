@@ -252,11 +252,11 @@ def table(book: Path = BOOK) -> pd.DataFrame:
         elif v == "not attempted yet":
             detail = it.note or ""
         else:
-            detail = f"{n_ok} of {len(mine)} checks agree or are confirmed"
+            detail = f"{n_ok} of {len(mine)} agree or confirmed"
             if v == "owed at the document's scale":
-                detail += f" at the {', '.join(sorted(set(mine['profile'])))} profile"
+                detail += f" (profile {', '.join(sorted(set(mine['profile'])))})"
                 if it.owed in unpaid:
-                    detail += f"; the document's setting is owed ({it.owed})"
+                    detail += f"; owed: {it.owed}"
         out.append(dict(document=it.doc, item=it.id, kind=it.kind, where=it.where, page=it.page or "",
                         shown_as=it.shown_as or "", document_value=doc_value or (it.text or ""), ours=ours,
                         verdict=v, checks=detail, profile=", ".join(sorted(set(mine["profile"].dropna()))),
@@ -273,6 +273,13 @@ def counts(t: pd.DataFrame) -> pd.DataFrame:
         c.loc[d, v] = n
     c["items"] = c.sum(axis=1)
     return c
+
+
+def numbers(c: pd.DataFrame) -> dict[str, int]:
+    """The counts the scorecard page quotes in its text: n_items and n_<first words of each verdict>."""
+    keys = dict(zip(VERDICTS, ("n_reproduced", "n_partly", "n_not_reproduced", "n_owed", "n_not_executable",
+                               "n_not_attempted")))
+    return {"n_items": int(c["items"].sum()), **{keys[v]: int(c[v].sum()) for v in VERDICTS}}
 
 
 def status_table(t: pd.DataFrame) -> str:
@@ -309,15 +316,49 @@ COLOURS = {"reproduced": "#2a9d5c", "partly": "#9fd08a", "not reproduced": "#d14
            "owed at the document's scale": "#f2b134", "not executable here": "#8d99ae", "not attempted yet": "#e5e5e5"}
 
 
+_TABLE_CSS = ("<style>.scorecard td, .scorecard th {font-size: 0.8em; padding: 2px 6px; vertical-align: top; "
+              "text-align: left} .scorecard details {margin: 0.4em 0}</style>")
+
+
+def _html_table(df: pd.DataFrame, colour: str | None = None) -> str:
+    import html
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    body = []
+    for _, r in df.iterrows():
+        cells = []
+        for c in df.columns:
+            style = f' style="background-color: {COLOURS[r[c]]}"' if c == colour and r[c] in COLOURS else ""
+            cells.append(f"<td{style}>{html.escape(str(r[c]))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table class="scorecard"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
 def items_view(t: pd.DataFrame, doc: str):
-    """One document's items as the scorecard page shows them (document order; verdicts coloured)."""
-    view = t[t["document"] == doc][["item", "where", "document_value", "ours", "verdict", "checks", "page"]]
-    view = view.rename(columns={"document_value": "document's value", "ours": "ours (± se over seeds)",
-                                "checks": "our checks", "page": "our page"}).reset_index(drop=True)
-    if view.empty:
-        return pd.DataFrame({"item": ["no item listed yet: not attempted"]})
-    return view.style.hide(axis="index").map(lambda v: f"background-color: {COLOURS[v]}" if v in COLOURS else "",
-                                             subset=["verdict"])
+    """One document's items as the scorecard page shows them: the checked items in a table (document order,
+    verdicts coloured), then the items not executable here grouped by what is missing, then the items not
+    attempted yet with the reason, each folded."""
+    import html
+
+    from IPython.display import HTML
+    mine = t[t["document"] == doc]
+    if mine.empty:
+        return HTML("<p>No item listed yet: not attempted.</p>")
+    shown = mine[~mine["verdict"].isin(["not executable here", "not attempted yet"])]
+    view = shown[["item", "document_value", "ours", "verdict", "checks", "page"]].rename(columns={
+        "document_value": "document's value", "ours": "ours (± se)", "checks": "our checks", "page": "our page"})
+    parts = [_TABLE_CSS, _html_table(view, colour="verdict") if len(view) else "<p>No item is checked yet.</p>"]
+    ne = mine[mine["verdict"] == "not executable here"]
+    if len(ne):
+        groups = "".join(f"<p><b>{html.escape(need)}</b> ({len(g)}): {html.escape('; '.join(g['item']))}</p>"
+                         for need, g in ne.groupby("checks", sort=False))
+        parts.append(f'<details class="scorecard"><summary>{len(ne)} items not executable here</summary>{groups}'
+                     "</details>")
+    na = mine[mine["verdict"] == "not attempted yet"]
+    if len(na):
+        tab = _html_table(na[["item", "checks"]].rename(columns={"checks": "why"}))
+        parts.append(f'<details class="scorecard"><summary>{len(na)} items not attempted yet</summary>{tab}'
+                     "</details>")
+    return HTML("".join(parts))
 
 
 def bars(c: pd.DataFrame, ax=None):
