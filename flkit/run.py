@@ -344,9 +344,13 @@ def check_values(source: Path, parameters: dict) -> None:
 # execution
 # ------------------------------------------------------------------------------------------------------------
 def _git_commit() -> str:
+    """HEAD's short hash, with "+modified" when the package, the notebooks or the scripts differ from it."""
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-        return out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "flkit", "notebooks",
+                                "scripts"], cwd=REPO, capture_output=True, text=True)
+        head = out.stdout.strip() or "unknown"
+        return head + ("+modified" if head != "unknown" and dirty.stdout.strip() else "")
     except OSError:
         return "unknown"
 
