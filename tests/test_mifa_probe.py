@@ -284,14 +284,17 @@ def _findings_inputs():
     return checks, found
 
 
-def test_findings_follow_every_check():
+def test_finding_words_follow_every_check():
     checks, found = _findings_inputs()
-    base = W.findings(checks, found)
-    assert "on every test problem" in base and "holds throughout" in base and "exactly unbiased" in base
+    base = W.finding_words(checks, found)
+    assert base["fw_fair"] == "lead to different minimizers on every test problem"
+    assert base["fw_less_var"] == "holds in every setting" and base["fw_unbiased"] == "is exactly unbiased"
+    assert base["fw_cross"] == "at η ≥ 0.1"
+    assert W.finding_words(checks, dict(found, cross=None))["fw_cross"] == "at no step of the grid"
     for k in checks:
         flipped = dict(checks)
         flipped[k] = (checks[k][0], k, False)
-        assert W.findings(flipped, found) != base, k        # every check's outcome changes the paragraph
+        assert W.finding_words(flipped, found) != base, k     # every check's outcome changes the words
 
 
 def test_zscore_by_hand():

@@ -46,7 +46,7 @@ __all__ = [
     "effective_weights", "weight_law", "weight_moments", "aggregate_moments", "monte_carlo_weights",
     "monte_carlo_aggregate", "zscore", "expected_sq_distance", "stationary_sq_distance", "eta_max",
     "fairness_table", "fairness_runs", "floor_rules", "floor_runs", "one_aggregate_table", "spread_table",
-    "worked_example_table", "limit_cases", "limit_runs", "limit_summary", "limit_table", "findings",
+    "worked_example_table", "limit_cases", "limit_runs", "limit_summary", "limit_table", "finding_words",
     "PALETTE", "LIMIT_REFS", "plot_fairness_2d", "plot_spread", "plot_floors", "plot_limits",
 ]
 
@@ -720,40 +720,31 @@ def plot_limits(axes, summary: pd.DataFrame, floor: float = 1e-6) -> None:
 # ================================================================================================
 # the page's summary
 # ================================================================================================
-def findings(checks: dict, found: dict) -> str:
-    """The "What we found" paragraph, built from the page's checks ({key: (section, text, ok)}) and a few
-    numbers (`found`); every sentence follows the outcome of its check."""
+def finding_words(checks: dict, found: dict) -> dict[str, str]:
+    """The outcome-dependent words of the page's "What we found" (glued into its prose), from the page's checks
+    ({key: (section, text, ok)}) and `found`; plain text, every phrase follows the outcome of its check."""
     ok = lambda *keys: all(checks[k][2] for k in keys)  # noqa: E731
-    s = []
-    s.append(("Per-client and per-sample fairness lead to different minimizers on every test problem"
-              if ok("fair_differ") else "Per-client and per-sample fairness do not always lead to different minimizers")
-             + f" (median distance {found['fair_rel']:.0%} of the clients' spread), and full participation through "
-             + ("`flkit.fl.run` lands on each closed form." if ok("fair_runs") else "`flkit.fl.run` misses a closed form."))
-    s.append("With $q = \\alpha/\\pi$ the unnormalized aggregate is exactly unbiased for $\\nabla F_T$ and the normalized "
-             "one is biased, the CA-Fed reading of the notes' labels." if ok("unbiased", "normalized_biased")
-             else "The unbiasedness label does not hold as read (see the checks).")
-    s.append(f"The normalized aggregate has less variance than the unbiased one in {found['var_ap'][0]} of "
-             f"{found['var_ap'][1]} settings with the same $q = \\alpha/\\pi$ and in {found['var_q1'][0]} of "
-             f"{found['var_q1'][1]} with $q = 1$ (FedAvg): 'less variance' "
-             + ("holds throughout." if ok("var_alpha_pi", "var_fedavg") else
-                "holds far from the optimum ($w = 0$) in every setting, and the exceptions are all at the target "
-                "minimizer, where the clients' updates are mostly heterogeneity." if found["var_exc_at_opt_only"]
-                else "does not always hold."))
-    s.append(f"With a constant step the unbiased rule's error floor shrinks about linearly with $\\eta$ (slope "
-             f"{found['floor_slope']:.2f}) while the normalized rules keep their squared bias"
-             + (f"; FedAvg's lower variance gives it the lower floor at $\\eta \\ge {found['cross']:g}$"
-                if found["cross"] is not None else "; no step of the grid gives FedAvg the lower floor")
-             + (" (measured floors match the exact recursion)." if ok("floor_exact") else
-                " (some measured floors disagree with the exact recursion)."))
-    s.append("In the three-client example, $q = (2, 6, 1)$ makes the notes' $p_i = 1/3$ exact and $q = \\alpha/\\pi$ makes "
-             "the unnormalized rule's expected weights exactly $\\alpha$, " if ok("example_p", "example_unnorm") else
-             "The three-client example does not reproduce the notes' $p_i$, ")
-    s[-1] += (f"while the normalized rule's effective weights are {found['example_norm']}."
-              if ok("example_norm") else "and so are the normalized rule's.")
-    s.append(("Through `flkit.fl.run` the unnormalized rule settles around the minimizer of the notes' $F_B$ in every "
-              "case" if ok("limit_unnorm_FB") else "The unnormalized rule does not always settle around the notes' $F_B$")
-             + (", and the notes' $q$ gives $F_B = F_T$ in all three cases" if ok("case_1", "case_2", "case_3") else "")
-             + ("; the normalized rule does so in every case too." if ok("limit_norm_FB") else
-                f"; the normalized rule reaches the notes' $F_B$ only in {found['norm_FB'][0]} of {found['norm_FB'][1]} "
-                "(case, $q$): its limit is the minimizer of its exact effective weights instead."))
-    return " ".join(s)
+    pick = lambda cond, yes, no: yes if cond else no  # noqa: E731
+    if ok("var_alpha_pi", "var_fedavg"):
+        less = "holds in every setting"
+    elif found["var_exc_at_opt_only"]:
+        less = "holds far from the optimum (w = 0) in every setting; the exceptions are all at the target minimizer"
+    else:
+        less = "does not always hold, far from the optimum included"
+    return {
+        "fw_fair": pick(ok("fair_differ"), "lead to different minimizers on every test problem",
+                        "do not always lead to different minimizers"),
+        "fw_runs": pick(ok("fair_runs"), "lands on each closed form", "misses a closed form"),
+        "fw_unbiased": pick(ok("unbiased"), "is exactly unbiased", "is not exactly unbiased"),
+        "fw_norm_biased": pick(ok("normalized_biased"), "is biased", "is not biased"),
+        "fw_less_var": less,
+        "fw_cross": "at no step of the grid" if found["cross"] is None else f"at η ≥ {found['cross']:g}",
+        "fw_floor_exact": pick(ok("floor_exact"), "the measured floors match the exact recursion",
+                               "some measured floors disagree with the exact recursion"),
+        "fw_example_p": pick(ok("example_p"), "holds exactly", "does not hold"),
+        "fw_example_unnorm": pick(ok("example_unnorm"), "are exactly", "are not exactly"),
+        "fw_example_norm": pick(ok("example_norm"), "not", "exactly"),
+        "fw_limit_unnorm": pick(ok("limit_unnorm_FB"), "in every case", "only in some cases"),
+        "fw_cases": pick(ok("case_1", "case_2", "case_3"), "in all three cases", "not in all three cases"),
+        "fw_limit_norm": pick(ok("limit_norm_FB"), "in every case", "only in some cases"),
+    }
