@@ -45,8 +45,8 @@ __all__ = [
     "two_client_sup", "theorem1_search", "search_table", "StepSchedule", "mean_on_run", "plot_rasters", "eta",
     "lambda_sweep", "CAFED_TYPES",
     "exclusion_problem", "exclusion_runs", "step_sums", "step_sum_limits", "STRATEGIES", "client_types",
-    "LAMBDA_MODELS", "fit_lambda_models", "lambda_reading", "exclusion_table", "exclusion_verdict",
-    "exclusion_reading", "step_table", "step_verdict", "theorem1_reading", "plot_lambda_sweep", "plot_exclusion",
+    "LAMBDA_MODELS", "fit_lambda_models", "lambda_numbers", "exclusion_table", "exclusion_verdict",
+    "exclusion_numbers", "step_table", "step_verdict", "theorem1_numbers", "plot_lambda_sweep", "plot_exclusion",
     "plot_autocorrelation", "plot_mixing", "plot_step_sums",
 ]
 
@@ -648,36 +648,26 @@ def fit_lambda_models(lams, means, ses) -> dict:
     return out
 
 
-def lambda_reading(fit: dict, fin: pd.DataFrame, cfg: dict) -> str:
-    """Sentences on the lambda sweep: growth factor, which model fits, negative lambda."""
+def lambda_numbers(fit: dict, fin: pd.DataFrame, cfg: dict) -> dict:
+    """The numbers and outcome words of the lambda sweep that the page's prose glues: growth factor, the two
+    models' misfits, which model fits better, and the errors at negative lambda."""
     e = fin["mean"]
     lam_max = float(max(e.index))
     mis = {k: v[1][2] for k, v in fit.items()}
-    better = min(mis, key=mis.get)
     ln_name, iat_name = list(LAMBDA_MODELS)
-    txt = [f"**Reading.** At the same availability $\\pi = {cfg['pi']}$ and the same budget of "
-           f"{cfg['rounds']} rounds, the error at $\\lambda = {lam_max:g}$ is {e[lam_max] / e[0.0]:.0f} times the "
-           f"error at $\\lambda = 0$. Fitted on $\\lambda \\ge 0$, the model $d + c/\\ln(1/\\lambda)$ misses the "
-           f"measured points by at most {100 * mis[ln_name]:.0f}% and $d + c\\,(1+\\lambda)/(1-\\lambda)$ (the "
-           f"integrated autocorrelation time of the availability) by at most {100 * mis[iat_name]:.0f}%."]
-    verdict = ("is consistent with" if mis[ln_name] <= 0.25 else "has the order, near $\\lambda = 1$, of")
-    txt.append(f"So the growth {verdict} Theorem 2's $1/\\ln(1/\\lambda)$ term (rule: misfit at most 25%). Both forms "
-               "grow like $1/(1-\\lambda)$ as $\\lambda \\to 1$ and differ only for moderate $\\lambda$, where "
-               + ("the integrated autocorrelation time" if better == iat_name else "$1/\\ln(1/\\lambda)$")
-               + " fits more closely here.")
     neg = [lam for lam in e.index if lam < 0]
-    if neg:
-        z = {lam: (e[0.0] - e[lam]) / math.sqrt(fin["se"][lam] ** 2 + fin["se"][0.0] ** 2) for lam in neg}
-        vals = ", ".join(f"{e[lam]:.2e} at {lam:g}" for lam in neg)
-        if all(v > 3 for v in z.values()):
-            txt.append(f"Negative $\\lambda$ (availability that alternates) gives a lower error than $\\lambda = 0$ "
-                       f"({vals} against {e[0.0]:.2e}, each more than 3 standard errors lower); a bound in "
-                       "$|\\lambda|$, such as $\\lambda(\\mathbf P) = \\max_k|\\lambda_k|$, cannot express that "
-                       "anticorrelation helps.")
-        else:
-            txt.append(f"Negative $\\lambda$ gives {vals} against {e[0.0]:.2e} at $\\lambda = 0$: not lower by more "
-                       "than 3 standard errors in every case with these seeds.")
-    return " ".join(txt)
+    z = {lam: (e[0.0] - e[lam]) / math.sqrt(fin["se"][lam] ** 2 + fin["se"][0.0] ** 2) for lam in neg}
+    return dict(
+        lam_pi=float(cfg["pi"]), lam_rounds=int(cfg["rounds"]), lam_max=lam_max, lam_growth=float(e[lam_max] / e[0.0]),
+        lam_mis_ln=100 * float(mis[ln_name]), lam_mis_iat=100 * float(mis[iat_name]),
+        lam_verdict="is consistent with" if mis[ln_name] <= 0.25 else "has only the order, near λ = 1, of",
+        lam_better=("the integrated autocorrelation time" if min(mis, key=mis.get) == iat_name else "1/ln(1/λ)"),
+        lam_neg_vals=", ".join(f"{e[lam]:.2e} at {lam:g}" for lam in neg) or "no negative λ measured",
+        lam_e0=f"{e[0.0]:.2e}",
+        lam_neg_verdict=("gives a lower error than" if neg and all(v > 3 for v in z.values()) else
+                         "does not give an error lower by more than 3 standard errors in every case than"),
+        lam_neg_se=("each more than 3 standard errors lower" if neg and all(v > 3 for v in z.values()) else
+                    "not each more than 3 standard errors lower"))
 
 
 def exclusion_table(ex: pd.DataFrame, budgets) -> pd.DataFrame:
@@ -712,43 +702,31 @@ def exclusion_verdict(tab: pd.DataFrame) -> tuple[bool, str]:
                 f"lowest total error at budgets {wins if wins else 'none'}")
 
 
-def exclusion_reading(tab: pd.DataFrame, ex: pd.DataFrame) -> str:
-    """Sentences on the exclusion experiment."""
+def exclusion_numbers(tab: pd.DataFrame) -> dict:
+    """The numbers and outcome words of the exclusion experiment that the page's prose glues."""
     names = list(STRATEGIES)
     budgets = list(tab.index.get_level_values(0).unique())
     first, last = budgets[0], budgets[-1]
     best = {T: tab.loc[T]["total"].idxmin() for T in budgets}
     cross = [T for T in budgets if best[T] == names[0]]
     shifting_worse = all(tab.loc[(T, names[2]), "opt"] > tab.loc[(T, names[0]), "opt"] for T in budgets)
-    txt = [f"**Reading.** At the smallest budget ({first} rounds) the lowest total error is reached by "
-           f"*{best[first]}* ({tab.loc[(first, best[first]), 'total']:.3g} against "
-           f"{tab.loc[(first, names[0]), 'total']:.3g} with every client): removing the clients whose rare, bursty "
-           "participations enter with weight $q_k = \\alpha_k/\\pi_k = "
-           f"{1 / CAFED_TYPES['unavailable, stable'][0]:g}\\,\\alpha_k$ lowers the optimization error (column opt)."]
-    if cross:
-        txt.append(f"From {cross[0]} rounds on, including everybody is best: the optimization error of every "
-                   "strategy keeps falling while the bias of an exclusion stays (dotted lines), so the unbiased "
-                   f"method wins at large budgets (at {last} rounds: {tab.loc[(last, names[0]), 'total']:.3g} against "
-                   f"at best {tab.loc[last].drop(names[0])['total'].min():.3g}).")
-    else:
-        txt.append("Within the budgets measured, an exclusion stays ahead; with more rounds the unbiased method's "
-                   "error keeps falling while an exclusion's cannot go below its bias.")
-    if shifting_worse:
-        txt.append("Excluding the *uncorrelated* low-availability clients (unavailable, shifting) does not help at "
-                   "all: it raises the optimization error (the remaining weights grow) and adds bias. What pays is "
-                   "excluding the *correlated* ones, as the notes' second rule says.")
     never = [T for T in budgets if best[T] == names[3]]
     lowest_opt = all(tab.loc[T]["opt"].idxmin() == names[3] for T in budgets)
-    gain = "gives the lowest optimization error at every budget" if lowest_opt else "lowers the optimization error"
-    bias_all = tab.loc[(first, names[3]), "bias"]
-    txt.append(f"Excluding every low-availability client (the notes' first rule) {gain}, but its bias "
-               f"({bias_all:.3g}) " + (f"makes it the best total only at budgets {never}." if never else
-                                       "keeps its total error above the best strategy's at every budget measured."))
-    txt.append("Theorem 1 cannot quantify this trade-off: with $p_k = 0 < \\alpha_k$ its "
-               "$\\chi^2_{\\alpha\\|p}$ is infinite (the table's chi2 column), so its bias term is vacuous for any "
-               "exclusion, although the actual bias is finite. CA-Fed's code scores the bias with a squared "
-               "total-variation distance instead (`clients_sampler.py`).")
-    return " ".join(txt)
+    return dict(
+        ex_first=int(first), ex_last=int(last), ex_best_first=best[first],
+        ex_total_best_first=float(tab.loc[(first, best[first]), "total"]),
+        ex_total_all_first=float(tab.loc[(first, names[0]), "total"]),
+        ex_q_factor=1 / CAFED_TYPES["unavailable, stable"][0],
+        ex_cross=f"from {cross[0]} rounds on" if cross else "at no budget measured",
+        ex_large="wins" if cross else "does not yet win",
+        ex_total_all_last=float(tab.loc[(last, names[0]), "total"]),
+        ex_total_other_last=float(tab.loc[last].drop(names[0])["total"].min()),
+        ex_shift="raises" if shifting_worse else "does not always raise",
+        ex_all_gain=("gives the lowest optimization error at every budget" if lowest_opt else
+                     "lowers the optimization error"),
+        ex_all_bias=float(tab.loc[(first, names[3]), "bias"]),
+        ex_all_total=(f"makes it the best total only at budgets {never}" if never else
+                      "keeps its total error above the best strategy's at every budget measured"))
 
 
 def step_table(ss: pd.DataFrame, lim: dict, T: int) -> pd.DataFrame:
@@ -778,21 +756,14 @@ def step_verdict(st: pd.DataFrame, *used) -> tuple[bool, str]:
                 f"{', '.join(str(a) for a in sorted(set(used)))}) satisfy both conditions")
 
 
-def theorem1_reading(best: pd.DataFrame, th: pd.DataFrame) -> str:
-    """Sentences on the search for a tight case of Theorem 1."""
+def theorem1_numbers(best: pd.DataFrame, th: pd.DataFrame) -> dict:
+    """The numbers of the search for a tight case of Theorem 1 that the page's prose glues: the largest ratio at
+    kappa = 1, the largest relative distance (%) to 1/(2 kappa) for kappa >= 2 (nan without such kappa), the
+    median ratio on the random problems."""
     k1 = best[best["kappa"] == 1.0]["largest ratio found"]
     big = best[best["kappa"] >= 2]
     rel = float((big["largest ratio found"] * 2 * big["kappa"] - 1).abs().max()) if len(big) else float("nan")
-    txt = [f"**Reading.** At $\\kappa = 1$ the search reaches a ratio of {k1.max():.6f} (two clients, the case of "
-           "the formula: $\\alpha$ and $p$ close to uniform, $p \\ne \\alpha$) and never exceeds 1 beyond rounding: "
-           "Theorem 1 holds and its constant 2 is sharp there."]
-    if len(big):
-        txt.append(f"For $\\kappa \\ge 2$ the largest ratio found is within {100 * rel:.2g}% of $1/(2\\kappa)$, "
-                   "what the optimization term alone gives when $F$ and $F_B$ have curvatures $\\kappa$ and 1 "
-                   "($\\epsilon = \\kappa x^2/2$ against $2\\kappa^2 x^2/2$): the factors $\\kappa^2$ and "
-                   "$\\kappa^4$ make the bound loose by a factor of order $\\kappa$ on quadratics.")
-    txt.append(f"On the random problems the median ratio is {th['ratio'].median():.1e}.")
-    return " ".join(txt)
+    return dict(t1_k1=float(k1.max()), t1_rel=100 * rel, t1_median=float(th["ratio"].median()))
 
 
 # ================================================================================================
