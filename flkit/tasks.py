@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from flkit import engine
 from flkit.seeding import rng, torch_gen
 
-__all__ = ["EngineTask", "QuadraticTask", "quadratic_task", "symmetric_quadratic", "SoftmaxTask", "softmax_task"]
+__all__ = ["EngineTask", "QuadraticTask", "quadratic_task", "symmetric_quadratic", "heterogeneous_quadratic", "flat_quadratic", "SoftmaxTask", "softmax_task"]
 
 
 @dataclass
@@ -421,6 +421,74 @@ def symmetric_quadratic(n: int, dim: int = 10, seed: int = 0, *, mu: float = 0.1
     A = np.broadcast_to(spectrum, (n, dim)).copy()
     return QuadraticTask(QuadraticProblem(torch.tensor(A, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)),
                          lam=lam)
+
+
+def heterogeneous_quadratic(n: int, dim: int = 10, seed: int = 0, *, mu: float = 0.1, L: float = 1.0,
+                            sigma_G2: float = 1.0, h: float = 0.8, lam: float = 0.0,
+                            center_scale: float = 1.0) -> QuadraticTask:
+    r"""The family of :func:`symmetric_quadratic` with heterogeneous client Hessians, same global objective.
+
+    :math:`H = \mathrm{diag}(\mathrm{geomspace}(\mu, L, d))` is the global Hessian. Client pair k (clients k
+    and k + n/2) has :math:`A_{k} = H(1 + h\,s_k)` and :math:`A_{k+n/2} = H(1 - h\,s_k)` with a random sign
+    vector :math:`s_k \in \{\pm1\}^d` (rng(seed, "hessians")): each coordinate's curvature is
+    :math:`(1+h)H_{jj}` for one client of the pair and :math:`(1-h)H_{jj}` for the other, so every client's
+    spectrum is a different mix of the two, and :math:`\frac1n\sum_i A_i = H` for every even n. Optima:
+    :math:`A_i b_i = A_i c \pm \sigma_G q_{k \bmod d}` (same c and basis q as :func:`symmetric_quadratic`),
+    hence :math:`w^\star = c`, :math:`f(w) = \frac12 (w-c)^\top H (w-c) +` const (+ the non-convex term), the
+    same global objective as the identical-Hessian family, and :math:`\|\nabla f_i(w^\star)\|^2 = \sigma_G^2`
+    for every client. Away from the optimum :math:`\nabla f_i(w) - \nabla f(w) = \pm h\,H s_k (w - c) \mp
+    \sigma_G q` grows with :math:`\|w - c\|` (the document's bounded-variance assumption holds on bounded
+    sets only). Every f_i is (1 + h) L-smooth (+ 2 lam)."""
+    from flkit.datasets import QuadraticProblem
+    if n < 2 or n % 2:
+        raise ValueError(f"n must be an even number >= 2 (antithetic client pairs), got {n}")
+    if not 0 <= h < 1:
+        raise ValueError(f"h (relative spread of the client curvatures) must lie in [0, 1), got {h}")
+    spectrum = np.geomspace(mu, L, dim)
+    g = rng(seed, "data")
+    c = center_scale * g.standard_normal(dim)
+    q, _ = np.linalg.qr(g.standard_normal((dim, dim)))
+    s = rng(seed, "hessians").choice([-1.0, 1.0], size=(n // 2, dim))
+    A = np.concatenate([spectrum * (1 + h * s), spectrum * (1 - h * s)])
+    Aq = math.sqrt(sigma_G2) * q.T[np.arange(n // 2) % dim]
+    b = np.concatenate([c + Aq / A[: n // 2], c - Aq / A[n // 2:]])
+    return QuadraticTask(QuadraticProblem(torch.tensor(A, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)),
+                         lam=lam)
+
+
+def flat_quadratic(n: int, dim: int = 32, seed: int = 0, *, zeros: int = 2, lam_min: float = 1e-5, L: float = 1.0,
+                   sigma_G2: float = 0.1) -> QuadraticTask:
+    r"""A convex, not strongly convex quadratic on which the optimality gap of gradient descent falls like
+    1/T over a wide range of T (for the epsilon-dependence of the complexity tables).
+
+    All clients share :math:`A = \mathrm{diag}(0,\dots,0,\lambda_1,\dots,\lambda_{d'})`: `zeros` zero
+    eigenvalues (f is flat there: mu = 0 and the minimizers form the affine set :math:`w^\star +
+    \mathrm{span}(e_1..e_{zeros})`; `QuadraticProblem.w_star` picks the mean of the b_i in those
+    coordinates) and :math:`\lambda_j = \mathrm{geomspace}(\lambda_{\min}, L, d')`, d' = dim - zeros. The
+    centre c has :math:`|c_j| = 1` (random signs, rng(seed, "data")), so from w_0 = 0 every eigendirection
+    carries the same initial error and gradient descent with step eta has
+    :math:`f(w_T) - f^\star = \frac12\sum_j \lambda_j (1-\eta\lambda_j)^{2T} \approx \frac{1}{4\eta T\,\ln r}`
+    (r: the ratio of consecutive lambda_j) while :math:`1/(\eta L) \ll T \ll 1/(\eta \lambda_{\min})`, and
+    :math:`\|\nabla f(w_T)\|^2 \propto 1/T^2` there. Client optima :math:`b_i = c \pm u_k` (antithetic pairs)
+    with :math:`A u_k = \sigma_G q_k`, q_k from an orthonormal basis of the non-flat coordinates, so
+    :math:`\|\nabla f_i - \nabla f\|^2 = \sigma_G^2` exactly, everywhere."""
+    from flkit.datasets import QuadraticProblem
+    if n < 2 or n % 2:
+        raise ValueError(f"n must be an even number >= 2 (antithetic client pairs), got {n}")
+    if not 0 <= zeros < dim - 1:
+        raise ValueError(f"zeros (flat directions) must lie in [0, dim - 2] = [0, {dim - 2}], got {zeros}")
+    if not 0 < lam_min < L:
+        raise ValueError(f"lam_min must lie in (0, L = {L}), got {lam_min}")
+    spectrum = np.concatenate([np.zeros(zeros), np.geomspace(lam_min, L, dim - zeros)])
+    g = rng(seed, "data")
+    c = g.choice([-1.0, 1.0], size=dim)
+    q, _ = np.linalg.qr(g.standard_normal((dim - zeros, dim - zeros)))
+    Au = np.zeros((n // 2, dim))
+    Au[:, zeros:] = math.sqrt(sigma_G2) * q.T[np.arange(n // 2) % (dim - zeros)]
+    u = np.divide(Au, spectrum, out=np.zeros_like(Au), where=spectrum > 0)
+    b = np.concatenate([c + u, c - u])
+    A = np.broadcast_to(spectrum, (n, dim)).copy()
+    return QuadraticTask(QuadraticProblem(torch.tensor(A, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)))
 
 
 @dataclass

@@ -163,3 +163,63 @@ def test_global_gradient_is_mean_of_client_gradients():
     task = mifa.symmetric_quadratic(16, dim=4, seed=0, lam=0.5, center_scale=2.0)
     w = torch.randn(3, 4, dtype=DT)
     assert torch.allclose(task.grad(w), task.client_grads(w).mean(-2))
+
+
+def test_heterogeneous_quadratic_keeps_the_global_objective():
+    het, sym = mifa.heterogeneous_quadratic(16, 8, 0, h=0.8), mifa.symmetric_quadratic(16, 8, 0)
+    A, H = het.problem.A, sym.problem.A[0]
+    assert torch.allclose(A.mean(0), H, atol=1e-14)                       # same global Hessian
+    assert not torch.allclose(A, A[:1].expand_as(A))                      # but different client Hessians
+    assert torch.allclose((A / H - 1).abs(), torch.full_like(A, 0.8))    # curvatures (1 -+ h) H_jj
+    assert torch.allclose(het.problem.w_star, sym.problem.w_star, atol=1e-12)
+    w = torch.randn(4, 8, dtype=DT)
+    assert torch.allclose(het.metrics(w)["gap"], sym.metrics(w)["gap"], atol=1e-12)
+    g = het.problem.client_grads(het.problem.w_star)
+    assert torch.allclose((g * g).sum(-1), torch.ones(16, dtype=DT))     # sigma_G^2 = 1 at the optimum
+    assert het.L == pytest.approx(1.8)
+    with pytest.raises(ValueError, match="h"):
+        mifa.heterogeneous_quadratic(16, 8, 0, h=1.0)
+
+
+def test_flat_quadratic_is_not_strongly_convex_and_gd_gap_falls_like_one_over_T():
+    task = mifa.flat_quadratic(8, 32, 0, zeros=2, lam_min=1e-5)
+    P = task.problem
+    assert P.mu == 0.0 and torch.isfinite(P.w_star).all()
+    assert torch.all(P.A[:, :2] == 0)
+    g = P.client_grads(P.w_star)
+    dev = g - g.mean(0)
+    assert torch.allclose((dev * dev).sum(-1), torch.full((8,), 0.1, dtype=DT))
+    # exact GD: the gap after T steps from w0 = 0 is 1/2 sum_j lam_j (1 - eta lam_j)^(2T) (w*_j)^2; ~ 1/T
+    H, ws = task._H, P.w_star
+    gap = lambda T: float(0.5 * (H * ((1 - H) ** T * ws) ** 2).sum())    # noqa: E731
+    assert math.log10(gap(100) / gap(1000)) == pytest.approx(1.0, abs=0.05)
+    assert float(task.metrics(torch.zeros(1, 32, dtype=DT))["gap"][0]) == pytest.approx(0.5 * float(H.sum()))
+
+
+def test_tuned_momentum_checks_pick_the_best_beta_and_pair_seeds():
+    import pandas as pd
+    rows = []
+    for s in range(4):
+        for b, base in ((0.0, 100), (0.5, 50), (0.9, 80)):
+            rows.append(("mifam", b, s, base + s))
+            rows.append(("umifam_saga", b, s, base / 2 + s))
+        rows.append(("umifam", 0.5, s, np.inf))
+    tab = pd.DataFrame(rows, columns=["method", "beta", "seed", "value"])
+    best = mifa.best_betas(tab[tab["beta"] > 0])
+    assert list(best.index) == ["mifam", "umifam_saga"]                      # umifam: never finite
+    assert best.loc["mifam", "beta"] == 0.5 and best.loc["mifam", "median"] == 51.5
+    out = mifa.tuned_momentum_checks(tab, "t", "rounds")
+    q, b = out["Question: can we speed things up with momentum?"], out["Claim: U-MIFAm works better in practice"]
+    assert [c.verdict for c in q] == ["confirmed", "confirmed"] and len(b) == 1
+    assert b[0].verdict == "confirmed"
+    assert b[0].ours == pytest.approx(np.mean(np.log10(50 + np.arange(4)) - np.log10(25 + np.arange(4))))
+
+
+def test_epsilon_checks_rules():
+    import pandas as pd
+    expo = pd.DataFrame([("gap", "fedgd", 1.0, 1.1), ("gap", "fedpgd", 2.0, 1.5),
+                         ("grad_norm2", "fedgd", 1.0, 0.5), ("grad_norm2", "fedpgd", 2.0, 2.3)],
+                        columns=["criterion", "method", "table exponent", "measured exponent"])
+    out = mifa.epsilon_checks(expo)
+    assert [c.verdict for c in out["Convex table: epsilon-dependence of the complexities"]] == ["agrees", "differs"]
+    assert [c.verdict for c in out["Non-convex table: epsilon-dependence of the complexities"]] == ["agrees", "differs"]

@@ -62,14 +62,14 @@ from flkit import aggregate, participation
 from flkit.papers import settings as _settings
 from flkit.seeding import rng
 from flkit.tasks import (QuadraticTask, SoftmaxTask, quadratic_task, softmax_task,  # noqa: F401  (the chapter's tasks)
-                         symmetric_quadratic)
+                         symmetric_quadratic, heterogeneous_quadratic, flat_quadratic)
 
 __all__ = [
     "Method", "METHODS", "LABELS", "PROFILES", "profile",
-    "QuadraticTask", "quadratic_task", "symmetric_quadratic", "SoftmaxTask", "softmax_task",
+    "QuadraticTask", "quadratic_task", "symmetric_quadratic", "heterogeneous_quadratic", "flat_quadratic", "SoftmaxTask", "softmax_task",
     "bernoulli_masks", "uniform_k_masks", "simulate", "Result",
     "umifa_growth_rate", "fit_slope", "PALETTE", "plot_curves", "summary",
-    "error_floor", "one_round_monte_carlo", "table_error_growth", "step_size_sweep", "rounds_to_epsilon",
+    "error_floor", "one_round_monte_carlo", "MOMENTUM_BASE", "best_betas", "momentum_table", "tuned_momentum_checks", "table_error_growth", "step_size_sweep", "rounds_to_epsilon", "EPS_EXPONENT", "epsilon_checks",
 ]
 
 
@@ -567,6 +567,39 @@ def rounds_to_epsilon(task: QuadraticTask, method: str, *, eta_L, seeds, max_rou
     return out[out["metric"].isin(["hit_round", "client_updates"])].assign(n=n, eps=eps)
 
 
+# the tables' epsilon-dependence: complexity ~ (1/eps)^a, a per criterion ("gap": the convex table's
+# min_t f(x_t) - f*; "grad_norm2": the non-convex table's min_t ||grad f(x_t)||^2) and method
+EPS_EXPONENT = {"gap": {"fedgd": 1.0, "fedpgd": 2.0, "umifa_saga": 1.0},
+                "grad_norm2": {"fedgd": 1.0, "fedpgd": 2.0, "umifa_saga": 1.0}}
+
+
+def epsilon_checks(expo: pd.DataFrame) -> dict:
+    """The theory page's section 6: `expo` has one row per (criterion, method) with the table's exponent
+    a ("table exponent") and the measured one ("measured exponent": minus the log-log slope of the best
+    step's cost against eps over the smallest eps of the grid), on a convex, not strongly convex problem.
+    Convex table (criterion "gap"): the measured exponent is the table's within SLOPE_TOL. Non-convex table
+    (criterion "grad_norm2"): a convex problem can only show that the table's rate is not exceeded
+    (measured <= table + SLOPE_TOL); it cannot test how tight a non-convex bound is."""
+    from flkit.papers import claims
+    rows = {"fedgd": "FedGD", "fedpgd": "FedPGD", "umifa_saga": "SAGA/U-MIFA"}
+    conv, nonconv = [], []
+    for _, r in expo.iterrows():
+        a, m = float(r["table exponent"]), float(r["measured exponent"])
+        if r["criterion"] == "gap":
+            conv.append(claims.holds(
+                f"{rows[r['method']]}: complexity to min_t f(x_t) - f* <= eps grows like (1/eps)^{m:.2f}, the table's "
+                f"exponent {a:g} within {SLOPE_TOL}", bool(np.isfinite(m) and abs(m - a) <= SLOPE_TOL),
+                "|measured - table exponent| <= 0.15", ours=m, reference=a))
+        else:
+            nonconv.append(claims.holds(
+                f"{rows[r['method']]}: complexity to min_t ||grad f(x_t)||^2 <= eps grows like (1/eps)^{m:.2f}, not "
+                f"faster than the table's exponent {a:g} (+{SLOPE_TOL}; a convex problem tests the bound, not its "
+                f"tightness)", bool(np.isfinite(m) and m <= a + SLOPE_TOL), "measured exponent <= table's + 0.15",
+                ours=m, reference=a))
+    return {"Convex table: epsilon-dependence of the complexities": conv,
+            "Non-convex table: epsilon-dependence of the complexities": nonconv}
+
+
 # ================================================================================================
 # the notebooks' profiles: "smoke" (seconds, for CI) and "paper" (the setting of the book's pages)
 # ================================================================================================
@@ -581,19 +614,23 @@ PROFILES = {
         "smoke": dict(seeds=[0], floor=dict(etas=[0.005, 0.02], ps=[0.1, 0.5], rounds=2000),
                       mc=dict(ps=[0.1, 0.5], t0=30, draws=4000), growth=dict(ps=[0.1, 0.5, 0.9], rounds=60, runs=20),
                       step=dict(ns=[8, 16], rounds_per_n=20, k=(-8, 6)),
-                      cx=dict(ns=[8, 16], eps_rel={"convex": 1e-2, "nonconvex": 1e-2}, fedpgd_rounds=3000, seeds=[0, 1])),
+                      cx=dict(ns=[8, 16], eps_rel={"convex": 1e-2, "nonconvex": 1e-2}, fedpgd_rounds=3000, seeds=[0, 1]),
+                      eps=dict(n=8, eps_rel={"gap": [0.1, 0.03, 0.01], "grad_norm2": [1e-2, 1e-3, 1e-4]},
+                               fedpgd_rounds=5000, saga_rounds=5000)),
         "paper": dict(seeds=[0, 1, 2, 3, 4], floor=dict(etas=[0.0025, 0.005, 0.01, 0.02, 0.04, 0.08],
                                                        ps=[0.05, 0.1, 0.2, 0.5, 0.8], rounds=20000),
                       mc=dict(ps=[0.1, 0.5], t0=50, draws=100_000), growth=dict(ps=[0.1, 0.3, 0.5, 0.7, 0.9], rounds=300, runs=200),
                       step=dict(ns=[16, 32, 64, 128, 256], rounds_per_n=50, k=(-14, 6)),
                       cx=dict(ns=[16, 32, 64, 128, 256], eps_rel={"convex": 1e-3, "nonconvex": 1e-4}, fedpgd_rounds=15000,
-                              seeds=list(range(10)))),
+                              seeds=list(range(10))),
+                      eps=dict(n=16, eps_rel={"gap": [0.1, 0.0316, 0.01, 0.00316, 0.001], "grad_norm2": [1e-2, 1e-3, 1e-4, 1e-5]},
+                               fedpgd_rounds=200_000, saga_rounds=60_000)),
     },
     "logistic": {
         "smoke": dict(seeds=[0], p_values=[0.01, 0.1, 0.5], rounds={0.01: 40, 0.1: 10, 0.5: 6}, eta=0.01, beta=0.5,
-                      subset=40),
+                      subset=40, betas=[0.9]),
         "paper": dict(seeds=[0, 1, 2], p_values=[0.01, 0.1, 0.5], rounds={0.01: 2000, 0.1: 200, 0.5: 200},
-                      eta=0.01, beta=0.5, subset=None),
+                      eta=0.01, beta=0.5, subset=None, betas=[0.7, 0.9, 0.95]),
     },
 }
 
@@ -661,8 +698,9 @@ def floor_check(df: pd.DataFrame, p: float, fig: str) -> "claims.Check":
 
 def quadratic_checks(data: dict, hits: pd.DataFrame, beta: float) -> dict:
     """The quadratic page's checks. data[p]: the tidy runs of Figures 1-3 (gap, hit_round per seed); hits:
-    the beta sweep's hit rounds (method, beta, p, seed, value; -1: never). Criteria as the page states
-    them: rounds to 1e-10 x the initial gap, median over seeds (never: inf)."""
+    the beta sweep's hit rounds (method, beta, p, seed, rounds, value; -1: never). Criteria as the page
+    states them: rounds to 1e-10 x the initial gap, median over seeds (never: inf); and, per figure, the
+    paired comparisons of `tuned_momentum_checks` at each method's best beta > 0 (never: the horizon T)."""
     from flkit.papers import claims
     out = {FIGURES["quadratic"][p]: [floor_check(df, p, FIGURES["quadratic"][p])] for p, df in data.items()}
     question, better = [], []
@@ -694,15 +732,96 @@ def quadratic_checks(data: dict, hits: pd.DataFrame, beta: float) -> dict:
             ours=best.get("umifam_saga", (0, np.inf))[1], reference=best[m][1] if m else np.inf))
     out["Question: can we speed things up with momentum?"] = question
     out["Claim: U-MIFAm works better in practice"] = better
+    for p in data:
+        sw = hits[hits["p"] == p]
+        T = float(sw["rounds"].max()) if "rounds" in sw else np.inf
+        tab = sw.assign(value=np.where(sw["value"] >= 0, sw["value"], np.inf))[["method", "beta", "seed", "value"]]
+        out = merge_checks(out, tuned_momentum_checks(
+            tab, f"{FIGURES['quadratic'][p]}, p={p}", f"the rounds to 1e-10 x the initial gap (never: T = {T:g})", censor=T))
     return out
 
 
-def logistic_checks(data: dict) -> dict:
+MOMENTUM_BASE = {"mifam": "mifa", "umifam": "umifa", "umifam_saga": "umifa_saga"}   # beta = 0 of each momentum method
+
+
+def best_betas(tab: pd.DataFrame) -> pd.DataFrame:
+    """tab: one row per (method, beta, seed) with `value` (lower is better: rounds to a target, a final
+    gap; never reached or diverged: inf). Per method: the beta of the grid with the lowest median value
+    over seeds (ties: the smaller beta) and that median; methods that never get a finite median are left out."""
+    med = tab.groupby(["method", "beta"])["value"].median().reset_index()
+    med = med[np.isfinite(med["value"])].sort_values(["method", "value", "beta"])
+    return med.groupby("method").head(1).set_index("method").rename(columns={"value": "median"})
+
+
+def momentum_table(curves: pd.DataFrame, sweep: pd.DataFrame | None, beta: float, metric: str = "gap") -> pd.DataFrame:
+    """One figure's momentum grid, one row per (momentum method, beta, seed) with the final `metric`
+    (a run with a non-finite value anywhere, i.e. declared diverged: inf). beta = 0 comes from the figure's
+    methods without momentum (MIFA, U-MIFA, U-MIFA with SAGA memory), `beta` from its momentum methods,
+    the other betas from `sweep` (tidy runs with a beta column; the same seeds, clients and minibatches)."""
+    def finals(df, name_map, b):
+        rows = []
+        for src, dst in name_map.items():
+            g = df[(df["metric"] == metric) & (df["method"] == src)]
+            if g.empty:
+                continue
+            for seed, r in g.groupby("seed"):
+                v = r.sort_values("round")["value"].to_numpy(dtype=float)
+                rows.append((dst, b, int(seed), float(v[-1]) if np.isfinite(v).all() else np.inf))
+        return rows
+    rows = finals(curves, {b: m for m, b in MOMENTUM_BASE.items()}, 0.0)
+    rows += finals(curves, {m: m for m in MOMENTUM_BASE}, float(beta))
+    if sweep is not None:
+        for b, g in sweep.groupby("beta"):
+            if float(b) not in (0.0, float(beta)):
+                rows += finals(g, {m: m for m in MOMENTUM_BASE}, float(b))
+    return pd.DataFrame(rows, columns=["method", "beta", "seed", "value"])
+
+
+def tuned_momentum_checks(tab: pd.DataFrame, setting: str, measure: str, censor: float | None = None) -> dict:
+    """Both momentum items of document 002 at each momentum method's best beta > 0 of the grid
+    (`best_betas` on the rows with beta > 0; beta = 0 is the method without momentum), paired over seeds
+    with `claims.compare` on log10 of the value (`measure` names it): "Can we speed things up with
+    momentum?" -- the value at the best beta is below the value at beta = 0; "U-MIFAm works better in
+    practice" -- U-MIFAm at its best beta (SAGA memory, and as written when it has a finite best) is below
+    MIFAm at its best beta. `censor`: never-reached (inf) values enter the paired differences as this
+    number (e.g. the horizon T: a lower bound on the true round); without it, pairs with a non-finite value
+    are dropped by `compare`. The best beta is chosen on the same seeds it is tested on (a selection in
+    favour of momentum, small against the gaps measured)."""
+    from flkit.papers import claims
+    best = best_betas(tab[tab["beta"] > 0])
+
+    def at(m, b):
+        v = tab[(tab["method"] == m) & (tab["beta"] == b)].sort_values("seed")["value"].to_numpy(dtype=float)
+        return _log10(v if censor is None else np.where(np.isfinite(v), v, censor))
+
+    question, better = [], []
+    for m in ("mifam", "umifam", "umifam_saga"):
+        if m in best.index and ((tab["method"] == m) & (tab["beta"] == 0)).any():
+            b = float(best.loc[m, "beta"])
+            question.append(claims.compare(
+                f"{setting}: {LABELS[m]} at its best beta {b:g} of the grid beats beta = 0 ({LABELS[MOMENTUM_BASE[m]]}) "
+                f"on {measure} (lower is better; log10, paired over seeds)", at(m, 0.0), at(m, b)))
+    if "mifam" in best.index:
+        bm = float(best.loc["mifam", "beta"])
+        for u in ("umifam_saga", "umifam"):
+            if u in best.index:
+                bu = float(best.loc[u, "beta"])
+                better.append(claims.compare(
+                    f"{setting}: {LABELS[u]} at its best beta {bu:g} beats MIFAm at its best beta {bm:g} on {measure} "
+                    f"(lower is better; log10, paired over seeds)", at("mifam", bm), at(u, bu)))
+    return {"Question: can we speed things up with momentum?": question,
+            "Claim: U-MIFAm works better in practice": better}
+
+
+def logistic_checks(data: dict, tuned: dict | None = None) -> dict:
     """The logistic page's checks, under Figures 4-6: FedAvg (IS) ends above MIFA, and "U-MIFAm works better
     in practice" on that figure's runs, as written (lowest median final gap, no run diverged) and in the
-    SAGA-memory reading (below MIFAm, its closest rival, paired over seeds)."""
+    SAGA-memory reading (below MIFAm, its closest rival, paired over seeds). tuned[p]: that figure's
+    `momentum_table`; its checks (`tuned_momentum_checks`, each method at its best beta) go under the two
+    momentum items."""
     from flkit.papers import claims
-    out = {}
+    out = merge_checks(*(tuned_momentum_checks(tab, f"{FIGURES['logistic'][p]}, p={p}", "the final gap")
+                         for p, tab in (tuned or {}).items()))
     for p, df in data.items():
         fig = FIGURES["logistic"][p]
         fin = {m: _final(df, "gap", m) for m in set(df["method"])}
@@ -802,25 +921,36 @@ def monte_carlo_checks(tests: pd.DataFrame, mc: pd.DataFrame) -> dict:
             "Eq. (MIFA): E||grad f(w_t) - G_t||^2": eq_mifa, "Eq. (U-MIFA): E||grad f(w_t) - G_t||^2": eq_umifa}
 
 
+HETERO = "_hetH"    # suffix of a problem kind whose clients have different Hessians (`heterogeneous_quadratic`)
+
+
+def _family_name(hetero: bool) -> str:
+    return "heterogeneous client Hessians" if hetero else "identical client Hessians"
+
+
 def step_size_checks(stab: pd.DataFrame) -> dict:
     """The theory page's section 4: `stab` holds, per (kind, method, n, eta_L), 1 when every seed converged
     (within 50 n rounds). The document's step sizes are sufficient conditions: checked at the largest grid
     step at or below the bound, per n and problem (an n whose bound lies below the grid is left out; much
-    smaller steps need more than 50 n rounds, so they are not a test of the bound)."""
+    smaller steps need more than 50 n rounds, so they are not a test of the bound); one check per family
+    (identical client Hessians; heterogeneous ones: kinds ending in `HETERO`)."""
     from flkit.papers import claims
 
-    def at_bound(method, bound, text):
-        g = stab[(stab["method"] == method) & (stab["eta_L"] <= bound(stab["n"]) * (1 + 1e-12))]
+    def at_bound(method, bound, text, hetero):
+        sel = stab[(stab["method"] == method) & (stab["kind"].str.endswith(HETERO) == hetero)]
+        g = sel[sel["eta_L"] <= bound(sel["n"]) * (1 + 1e-12)]
         g = g.loc[g.groupby(["kind", "n"])["eta_L"].idxmax()]
         ok = int(g["value"].eq(1).sum())
-        return claims.holds(f"{LABELS[method]} converges (every seed, within 50n rounds) at the largest grid step "
-                            f"eta L <= {text}, for every n and problem ({ok} of {len(g)})", ok == len(g) and len(g) > 0,
-                            "converges at the bound's step in every (problem, n)", ours=ok, reference=len(g))
-    saga = at_bound("umifa_saga", lambda n: n ** (-2 / 3), "n^(-2/3)")
-    return {"Claim (Learning Rate): MIFA, eta <= 1/(L n)": [at_bound("mifa", lambda n: 1 / n, "1/n")],
-            "Claim (Learning Rate): after Reddi et al., eta ~ 1/(L n^{2/3})": [
-                saga, at_bound("umifa", lambda n: n ** (-2 / 3), "n^(-2/3)")],
-            "Non-convex table: SAGA/U-MIFA, eta bound": [saga]}
+        return claims.holds(f"{_family_name(hetero)}: {LABELS[method]} converges (every seed, within 50n rounds) at the "
+                            f"largest grid step eta L <= {text}, for every n and problem ({ok} of {len(g)})",
+                            ok == len(g) and len(g) > 0, "converges at the bound's step in every (problem, n)",
+                            ours=ok, reference=len(g))
+    fams = [h for h in (False, True) if (stab["kind"].str.endswith(HETERO) == h).any()]
+    saga = [at_bound("umifa_saga", lambda n: n ** (-2 / 3), "n^(-2/3)", h) for h in fams]
+    return {"Claim (Learning Rate): MIFA, eta <= 1/(L n)": [at_bound("mifa", lambda n: 1 / n, "1/n", h) for h in fams],
+            "Claim (Learning Rate): after Reddi et al., eta ~ 1/(L n^{2/3})": saga + [
+                at_bound("umifa", lambda n: n ** (-2 / 3), "n^(-2/3)", h) for h in fams],
+            "Non-convex table: SAGA/U-MIFA, eta bound": saga}
 
 
 def complexity_checks(slopes: pd.DataFrame, plateau: pd.DataFrame, plateau_slope: float) -> dict:
@@ -829,13 +959,16 @@ def complexity_checks(slopes: pd.DataFrame, plateau: pd.DataFrame, plateau_slope
     the table's variance term."""
     from flkit.papers import claims
     out = {}
-    for (kind, tab) in (("convex", "Convex table"), ("nonconvex", "Non-convex table")):
+    for kind in dict.fromkeys(slopes.index.get_level_values(0)):
+        base = kind.removesuffix(HETERO)
+        tab = {"convex": "Convex table", "nonconvex": "Non-convex table"}[base]
         for m, row in (("fedgd", "FedGD"), ("fedpgd", "FedPGD"), ("umifa_saga", "SAGA/U-MIFA")):
             pr, ms = slopes.loc[(kind, LABELS[m]), ["predicted slope", "measured slope"]]
-            out[f"{tab}: {row}, complexity"] = [claims.holds(
-                f"{kind}, {row}: measured slope of the cost in n {ms:.2f} within {SLOPE_TOL} of the table's {pr:.2f}",
+            out.setdefault(f"{tab}: {row}, complexity", []).append(claims.holds(
+                f"{base} ({_family_name(kind.endswith(HETERO))}), {row}: measured slope of the cost in n {ms:.2f} within "
+                f"{SLOPE_TOL} of the table's {pr:.2f}",
                 bool(np.isfinite(ms) and abs(ms - pr) <= SLOPE_TOL), "|measured - predicted| <= 0.15",
-                ours=ms, reference=pr)]
+                ours=ms, reference=pr))
     ratio = float((plateau["avg_q4"] / plateau["avg_q2"]).max())
     out["Convex table: FedPGD, convergence"] = [
         claims.holds(f"FedPGD's plateau is proportional to the table's variance term: fitted slope {plateau_slope:.2f} "
