@@ -34,6 +34,8 @@ Models that take images also accept them flattened where their first layer is ``
 """
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import nn
 
@@ -152,8 +154,14 @@ def cvar_2d(num_classes: int = 3, hidden: int = 64, *, zero_init: bool = False, 
         so all 64 hidden units stay identical copies of each other during training;
       * ``double_softmax=True``: a Softmax ends the model, and the CrossEntropy loss applied on top
         takes a second softmax (the loss then lives in [log C - 1 + ..., log C], gradients shrink).
+
+    ``hidden=0`` gives the linear softmax model 2-C (multinomial logistic regression, the document's
+    "logistic regression"); the flags apply to it too (zero_init: its weight matrix starts at zero).
     """
-    layers = [nn.Linear(2, hidden), nn.ReLU(), nn.Linear(hidden, num_classes)]
+    if isinstance(hidden, bool) or not isinstance(hidden, numbers.Integral) or hidden < 0:
+        raise ValueError(f"hidden must be an integer >= 0 (0: the linear softmax model 2-C), got {hidden!r}")
+    hidden = int(hidden)
+    layers = [nn.Linear(2, hidden), nn.ReLU(), nn.Linear(hidden, num_classes)] if hidden else [nn.Linear(2, num_classes)]
     if double_softmax:
         layers.append(nn.Softmax(dim=-1))
     return Net(*layers, init="zero" if zero_init else "default")

@@ -418,3 +418,83 @@ def test_table1_analysis_on_a_made_up_result():
     np.testing.assert_allclose(cmp["difference"], cmp["ours"] - cmp["document"])
     check = cvar.confirm_table1(ours).set_index("claim")["confirmed"]
     assert check.iloc[0] and check.iloc[1] and check.iloc[2] and check.iloc[3] and check.iloc[4]
+
+
+# ----------------------------------------------------------------------- round 2: variants of the diagnosis
+def test_input_scaling_authors_trains_on_0_255_and_tests_on_0_1(monkeypatch):
+    from flkit.papers.cvar import experiments
+    g = torch.Generator().manual_seed(0)
+    ytr = torch.arange(3000) % 10
+    xtr, xte = torch.rand(3000, 1, 28, 28, generator=g), torch.rand(500, 1, 28, 28, generator=g)
+    xtr[0, 0, 0, 0], xtr[1, 0, 0, 0] = 0.0, 1.0          # the range's two ends
+    xte[0, 0, 0, 0], xte[1, 0, 0, 0] = 0.0, 1.0
+    monkeypatch.setattr(experiments, "_image_data", lambda *a, **k: (xtr, ytr, xte, torch.arange(500) % 10, 10))
+    doc = cvar.settings("mnist", "smoke", seeds=[0])
+    aut = cvar.settings("mnist", "smoke", seeds=[0], input_scaling="authors")
+    assert "input_scaling" not in cvar.run_configs(doc)[0]  # the stored runs' keys are unchanged
+    assert all(c["input_scaling"] == "authors" for c in cvar.run_configs(aut))
+    d = cvar.prepare(cvar.run_configs(doc)[:1], "cpu")
+    a = cvar.prepare(cvar.run_configs(aut)[:1], "cpu")
+    assert torch.equal(d["x_train"], xtr) and torch.equal(d["x_test"], xte)
+    assert torch.equal(a["x_train"], xtr * 255.0) and torch.equal(a["x_test"], xte)
+    assert float(a["x_train"].min()) == 0.0 and float(a["x_train"].max()) == 255.0
+    assert float(a["x_test"].min()) == 0.0 and float(a["x_test"].max()) == 1.0
+    assert float(xtr.max()) == 1.0                         # the cached training tensor is not scaled in place
+    label = cvar.settings("mnist", "paper", input_scaling="authors")["label"]
+    assert label.startswith("VARIANT: input_scaling=") and "0-255" in label
+    with pytest.raises(ValueError, match="input_scaling must be one of"):
+        cvar.settings("mnist", "paper", input_scaling="raw")
+    assert cvar.settings("mnist", "paper", ram="random-draw", rounds=8000)["label"].startswith("VARIANT")
+
+
+def test_fig2_causes_build_the_four_models_and_the_linear_one():
+    s = cvar.settings("synthetic_2d", "paper", panels=["a"], alphas=[1.0], seeds=[0], authors_model_seeds=[0],
+                      causes=list(cvar.CAUSES), cause_seeds=[0, 1])
+    cs = cvar.run_configs(s)
+    got = sorted((cvar.variant_of(c), c["seed"]) for c in cs)
+    assert got == sorted((v, seed) for v in cvar.CAUSES for seed in (0, 1))  # main runs not repeated
+    assert len({repr(sorted(c.items())) for c in cs}) == len(cs)
+    old = cvar.run_configs(cvar.settings("synthetic_2d", "paper", panels=["a"], alphas=[1.0]))
+    assert {c["authors_model"] for c in old} == {False, True}   # the stored runs' fields are unchanged
+    for c in cs:
+        torch.manual_seed(0)
+        m = cvar.build_model(c)
+        linears = [x for x in m if isinstance(x, torch.nn.Linear)]
+        zero, double = cvar.quirks_of(c)
+        assert (cvar.CAUSES[cvar.variant_of(c)][0] == 0) == (len(linears) == 1) == (c["hidden"] == 0)
+        assert all(bool((x.weight == 0).all()) == zero for x in linears)
+        assert isinstance(m[-1], torch.nn.Softmax) == double
+    with pytest.raises(ValueError, match="causes must be a list"):
+        cvar.settings("synthetic_2d", "paper", causes=["dropout"])
+    with pytest.raises(ValueError, match="hidden must be an integer >= 0"):
+        models.cvar_2d(3, hidden=-1)
+
+
+def test_mnist_diagnosis_metrics_and_slopes_on_made_up_curves():
+    rows = []
+    T = 400
+    for method, lift in (("fedavg", 0.0), ("fed-cvar-avg", 0.05)):
+        for seed in range(4):
+            for r in (0.9, 0.8):
+                for rnd in range(0, T + 1, 10):
+                    base = 0.3 + lift + 0.5 * rnd / T + 0.01 * seed   # rises 50 pp over T rounds
+                    rows.append(dict(run_key=f"{method}{seed}{r}", method=method, seed=seed, pattern_frac=r,
+                                     rounds=T, round=rnd, metric="test_acc", value=0.9, **{"class": -1}))
+                    for c in (8, 9):
+                        rows.append(dict(run_key=f"{method}{seed}{r}", method=method, seed=seed, pattern_frac=r,
+                                         rounds=T, round=rnd, metric="test_acc_class", value=base, **{"class": c}))
+    df = pd.DataFrame(rows)
+    m = cvar.mnist_metrics(df, window_frac=0.1).set_index(["figure", "method"])
+    fin = 100 * (0.3 + 0.05 + 0.5 + 0.015)                     # mean over seeds 0-3 of 0.01 seed = 0.015
+    win = 100 * (0.3 + 0.05 + 0.5 * np.mean(np.arange(370, 401, 10)) / T + 0.015)  # rounds > 360
+    assert m.loc[("Fig. 3(c)", "fed-cvar-avg"), "final"] == pytest.approx(fin)
+    assert m.loc[("Fig. 3(c)", "fed-cvar-avg"), "window"] == pytest.approx(win)
+    assert m.loc[("Fig. 3(b)", "fedavg"), "final"] == pytest.approx(90.0)
+    sl = cvar.mnist_slopes(df, last_frac=0.25).set_index(["figure", "method"])
+    assert sl.loc[("Fig. 4(d)", "fedavg"), "slope"] == pytest.approx(1000 * 50 / T)  # 125 pp per 1000 rounds
+    assert sl.loc[("Fig. 4(d)", "fedavg"), "se"] == pytest.approx(0.0, abs=1e-9)
+    assert bool(sl.loc[("Fig. 4(d)", "fedavg"), "still_rising"])
+    assert not bool(sl.loc[("Fig. 3(b)", "fedavg"), "still_rising"])   # flat overall curve
+    checks = cvar.scorecard_mnist(cvar.confirm_mnist(df), cvar.confirm_mnist(df, 0.0), cvar.mnist_slopes(df))
+    horizon = checks[cvar.MNIST_HORIZON_ITEM]
+    assert [c.verdict for c in horizon].count("differs") == 6 and len(horizon) == 10  # 3 rare x 2 methods rise

@@ -68,7 +68,7 @@ Everything below is also reachable as `flkit.papers.cvar.<name>`.
 from __future__ import annotations
 
 from flkit.papers.cvar.algorithm import EXTRAS, State, Users, init, learning_rates, run_round
-from flkit.papers.cvar.experiments import (FIG2_PANELS, PAPER, PROFILES, Deadline, batch_group, blobs_split, build_model,
+from flkit.papers.cvar.experiments import (CAUSES, INPUT_SCALINGS, quirks_of, scale_inputs, variant_of, FIG2_PANELS, PAPER, PROFILES, Deadline, batch_group, blobs_split, build_model,
                                     method_of, params_from_table, planned_steps, prepare, ram_of, run_batch, run_configs,
                                     settings, split_summary, store_for, sweep, validate)
 from flkit.objectives import IGNORE, G, cvar_loss, cvar_objective, grad_G, surrogate
@@ -78,7 +78,9 @@ from flkit.papers.cvar.report import (METHOD_COLORS, METHOD_LABELS, MNIST_CLAIMS
                                TABLE1_GAMMAS, config_of, confirm_fig2, confirm_mnist, confirm_table1, curve_panel,
                                decision_regions, fig2, fig2_accuracy, final_accuracies, mnist_figure,
                                rare_classes_2d, scorecard_fig2, scorecard_mnist, scorecard_table1, table1_compare,
-                               table1_item, table1_ours, table1_reference, table1_wide, titled, TABLE1_CLAIMS)
+                               table1_item, table1_ours, table1_reference, table1_wide, titled, TABLE1_CLAIMS,
+                               MNIST_HORIZON_ITEM, mnist_metrics, mnist_slopes, run_slopes, confirm_causes,
+                               scorecard_causes)
 
 __all__ = [
     # the objective
@@ -91,12 +93,13 @@ __all__ = [
     # experiments
     "FIG2_PANELS", "PAPER", "PROFILES", "settings", "method_of", "run_configs", "batch_group", "blobs_split",
     "prepare", "build_model", "run_batch", "Deadline", "params_from_table", "sweep", "store_for", "planned_steps",
-    "split_summary", "validate",
+    "split_summary", "validate", "CAUSES", "INPUT_SCALINGS", "quirks_of", "scale_inputs", "variant_of",
     # reading the results
     "TABLE1_ALPHAS", "TABLE1_GAMMAS", "QUANTITIES", "RARE_CLASSES", "MNIST_CLAIMS", "table1_reference",
     "table1_ours", "table1_compare", "table1_wide", "final_accuracies", "confirm_table1", "confirm_mnist",
     "confirm_fig2", "fig2_accuracy", "scorecard_fig2", "scorecard_mnist", "scorecard_table1", "table1_item",
-    "TABLE1_CLAIMS",
+    "TABLE1_CLAIMS", "MNIST_HORIZON_ITEM", "mnist_metrics", "mnist_slopes", "run_slopes", "confirm_causes",
+    "scorecard_causes",
     # figures
     "METHOD_LABELS", "METHOD_COLORS", "fig2", "mnist_figure", "curve_panel", "decision_regions", "rare_classes_2d",
     "config_of", "titled",

@@ -29,20 +29,32 @@ FIG2_PANELS = {
               assignment=[[0, 1]] * 24 + [[2]] * 6, rho="authors-k30", rounds=25000),
 }
 
+# Fig. 2's model variants that separate the authors' two quirks (setting `causes`): name -> (hidden units,
+# zero-initialised weight matrices, softmax before the cross-entropy). "neither" is our model, "both" the
+# authors' notebook model; hidden = 0 is the linear softmax model (the document's "logistic regression").
+CAUSES = {"neither": (64, False, False), "zero-init": (64, True, False), "double-softmax": (64, False, True),
+          "both": (64, True, True), "linear": (0, False, False), "linear-both": (0, True, True)}
+# The image experiments' input scaling (setting `input_scaling`): "document" feeds [0, 1] pixels for training and
+# test; "authors" trains on raw 0-255 pixels and tests on [0, 1] ones, as the authors' MNIST script does.
+INPUT_SCALINGS = ("document", "authors")
+VARIANT_KEYS = ("ram", "input_scaling", "causes")  # settings that make a labelled variant, not a reduction
+
 # The document's setting of each experiment ("paper"), and what the other profiles change.
 PAPER = {
     "synthetic_2d": dict(panels=["a", "b", "c"], rounds=None,  # None: each panel's own (4000, 4000, 25000)
                          n_per_class=1000, std=0.1, data_seed=11, model="cvar_2d", hidden=64,
                          epochs=10, batch_size=100, lr_theta=1e-3, lr_t=1e-3, gamma=0.1, alphas=[1.0, 0.1],
-                         seeds=[0, 1, 2], eval_every=None, rho_seed=0, authors_model_seeds=[0]),
+                         seeds=[0, 1, 2], eval_every=None, rho_seed=0, authors_model_seeds=[0],
+                         causes=[], cause_seeds=[0, 1, 2, 3, 4]),
     "mnist": dict(dataset="mnist", settings=[0.9, 0.8], num_users=30, frequent_frac=0.9, model="cvar_mlp",
                   epochs=10, batch_size=128, lr_theta=1e-3, lr_t=1e-4, rounds=4000,
                   cells=[[0.3, 0.3]], seeds=[0, 1, 2, 3, 4], eval_every=10, t_every=1, ram="authors", rho_seed=0,
-                  train_subset=None, test_subset=None),
+                  train_subset=None, test_subset=None, input_scaling="document"),
     "fmnist": dict(dataset="fashion-mnist", settings=[0.8], num_users=30, frequent_frac=0.9, model="cvar_lenet",
                    epochs=20, batch_size=128, lr_theta=1e-2, lr_t=5e-4, rounds=6000,
                    gammas=[0.0, 0.1, 0.2, 0.3, 1.0], alphas=[1.0, 0.3, 0.2, 0.1], seeds=[0, 1, 2, 3, 4],
-                   eval_every=100, t_every=10, ram="authors", rho_seed=0, train_subset=None, test_subset=None),
+                   eval_every=100, t_every=10, ram="authors", rho_seed=0, train_subset=None, test_subset=None,
+                   input_scaling="document"),
 }
 PROFILES = {
     "synthetic_2d": {"paper": {}, "reduced": dict(rounds=1000),
@@ -61,7 +73,17 @@ def settings(experiment: str, profile: str = "smoke", **overrides) -> dict:
     "reduced", "paper"), with `overrides` (papermill parameters; None means "the profile's value")
     winning over the profile. Adds "label": "" when the result is the document's setting, else
     "REDUCED: <what differs from the document>" ("SMOKE: ..." for the smoke profile, "VARIANT: ..." when
-    only the RAM differs: `ram="random-draw"`), which every figure and table title must carry.
+    only labelled variants differ (`ram`, `input_scaling`, `causes`, or more rounds than the document's),
+    which every figure and table title must carry.
+
+    input_scaling (Figs. 3-4, Table 1): "document" (the default: [0, 1] pixels for training and test) or
+    "authors" (a variant: training on raw 0-255 pixels, test on [0, 1] ones, as the authors' MNIST script
+    feeds them, risk-aware-FL@f4a32c0 "script for Mnist.py": its users' tensors are `dataset.data.float()`,
+    its test loader applies `ToTensor()`).
+
+    causes, cause_seeds (Fig. 2): extra runs of the model variants of `CAUSES` ("zero-init", "double-softmax",
+    "both", "neither", "linear", "linear-both") on every panel of `panels`, for every alpha and every seed
+    of `cause_seeds`, to separate the two quirks of the authors' notebook model (default: none).
 
     ram (Figs. 3-4, Table 1): "authors" (the default: the authors' 30 probabilities, normalized,
     `ram.rho_authors_k30`) or "random-draw" (a sensitivity variant: 27 of the 30 drawn at random from
@@ -77,8 +99,10 @@ def settings(experiment: str, profile: str = "smoke", **overrides) -> dict:
         raise ValueError(f"unknown setting(s) {unknown} for {experiment}; known: {sorted(s)}")
     s.update({k: v for k, v in overrides.items() if v is not None})
     diff = [k for k in s if s[k] != PAPER[experiment][k]]
-    what = ", ".join(f"{k}={_short(s[k])} (document: {_short(PAPER[experiment][k])})" for k in diff)
-    kind = "SMOKE" if profile == "smoke" else "VARIANT" if diff == ["ram"] else "REDUCED"
+    what = ", ".join(f"{k}={_short(s[k], k)} (document: {_short(PAPER[experiment][k], k)})" for k in diff)
+    longer = lambda k: k == "rounds" and s[k] is not None and PAPER[experiment][k] is not None and s[k] > PAPER[experiment][k]  # noqa: E731
+    variant = all(k in VARIANT_KEYS or longer(k) for k in diff)
+    kind = "SMOKE" if profile == "smoke" else "VARIANT" if variant else "REDUCED"
     s["label"] = "" if not diff else f"{kind}: {what}"
     s["experiment"], s["profile"] = experiment, profile
     validate(s)
@@ -104,6 +128,10 @@ def validate(s: Mapping) -> None:
         if not s["panels"] or any(p not in FIG2_PANELS for p in s["panels"]):
             raise ValueError(f"panels must be a non-empty list of {sorted(FIG2_PANELS)}, got {s['panels']!r}")
         _ints(s, "authors_model_seeds", lo=0, allow_empty=True)
+        _ints(s, "cause_seeds", lo=0, allow_empty=True)
+        bad = [c for c in s["causes"] if c not in CAUSES] if isinstance(s["causes"], (list, tuple)) else s["causes"]
+        if bad or len(set(s["causes"])) != len(s["causes"]):
+            raise ValueError(f"causes must be a list of distinct names from {list(CAUSES)}, got {s['causes']!r}")
         for k in ("n_per_class", "hidden"):
             _int_at_least(s, k, 1)
         _in_range(s, "std", 0, None, lo_open=True)
@@ -112,6 +140,8 @@ def validate(s: Mapping) -> None:
         return
     for k in ("num_users", "t_every", "train_subset", "test_subset"):
         _int_at_least(s, k, 2 if k == "num_users" else 1, none_ok=k != "num_users")
+    if s["input_scaling"] not in INPUT_SCALINGS:
+        raise ValueError(f"input_scaling must be one of {INPUT_SCALINGS}, got {s['input_scaling']!r}")
     if s["ram"] not in RAMS:
         raise ValueError(f"ram must be one of {RAMS}, got {s['ram']!r}")
     if s["ram"] == "authors" and s["num_users"] != 30:
@@ -174,11 +204,11 @@ def _each(s: Mapping, k: str, lo, hi, lo_open: bool = False, hi_open: bool = Fal
             raise ValueError(f"every value of {k} must be a number in {where}, got {x!r} in {v!r}")
 
 
-def _short(v) -> str:
+def _short(v, key: str = "") -> str:
     if v is None:
         return "full"
     if v == "authors":
-        return "the authors' 30 probabilities"
+        return "the authors' 30 probabilities" if key == "ram" else "the authors' (train 0-255, test 0-1)"
     if isinstance(v, list) and len(v) > 4 and all(isinstance(i, int) for i in v):
         return f"{len(v)} seeds"
     return str(v)
@@ -202,16 +232,20 @@ def run_configs(s: Mapping) -> list[dict]:
         for panel in s["panels"]:
             P = FIG2_PANELS[panel]
             rounds = s["rounds"] or P["rounds"]
-            runs = [(seed, False) for seed in s["seeds"]] + [(seed, True) for seed in s["authors_model_seeds"]]
+            runs = ([(seed, "neither") for seed in s["seeds"]] + [(seed, "both") for seed in s["authors_model_seeds"]]
+                    + [(seed, v) for v in s["causes"] for seed in s["cause_seeds"]])
             for alpha in s["alphas"]:
                 a, g = (1.0, 1.0) if method_of(alpha, s["gamma"]) == "fedavg" else (alpha, s["gamma"])
-                for seed, quirks in runs:
-                    out.append(dict(common, panel=panel, centers=P["centers"], n_per_class=s["n_per_class"],
-                                    std=s["std"], data_seed=s["data_seed"], test_frac=P["test_frac"],
-                                    assignment=P["assignment"], hidden=s["hidden"], authors_model=quirks,
-                                    rho=rho_for(P["rho"]).tolist(), rho_name=P["rho"], rounds=rounds,
-                                    eval_every=s["eval_every"] or max(1, rounds // 200),
-                                    method=method_of(a, g), alpha=a, gamma=g, seed=seed, save_params=True))
+                for seed, variant in runs:
+                    hidden, quirks = _variant_fields(variant, s["hidden"])
+                    c = dict(common, panel=panel, centers=P["centers"], n_per_class=s["n_per_class"],
+                             std=s["std"], data_seed=s["data_seed"], test_frac=P["test_frac"],
+                             assignment=P["assignment"], hidden=hidden, authors_model=quirks,
+                             rho=rho_for(P["rho"]).tolist(), rho_name=P["rho"], rounds=rounds,
+                             eval_every=s["eval_every"] or max(1, rounds // 200),
+                             method=method_of(a, g), alpha=a, gamma=g, seed=seed, save_params=True)
+                    if c not in out:  # a cause run that is also a main run ("neither", "both") is one run
+                        out.append(c)
         return out
     rho, rho_name = ram_of(s)
     if exp == "mnist":
@@ -219,16 +253,43 @@ def run_configs(s: Mapping) -> list[dict]:
     else:
         cells = sorted({(1.0, 1.0) if method_of(a, g) == "fedavg" else (a, g)
                         for g in s["gammas"] for a in s["alphas"]}, key=lambda c: (c != (1.0, 1.0), c[1], -c[0]))
+    scaling = {} if s["input_scaling"] == "document" else {"input_scaling": s["input_scaling"]}  # stored keys kept
     for r in s["settings"]:
         for a, g in cells:
             for seed in s["seeds"]:
-                out.append(dict(common, dataset=s["dataset"], num_users=s["num_users"],
+                out.append(dict(common, **scaling, dataset=s["dataset"], num_users=s["num_users"],
                                 frequent_frac=s["frequent_frac"], pattern_frac=r, rho=rho,
                                 rho_name=rho_name, rounds=s["rounds"], eval_every=s["eval_every"],
                                 t_every=s["t_every"],
                                 train_subset=s["train_subset"], test_subset=s["test_subset"],
                                 method=method_of(a, g), alpha=a, gamma=g, seed=seed))
     return out
+
+
+def _variant_fields(variant: str, hidden: int) -> tuple[int, bool | str]:
+    """(hidden, authors_model) of a Fig. 2 run of model variant `variant` (`CAUSES`). The config field
+    authors_model keeps the stored runs' values (False: our model, True: both quirks) and names a single
+    quirk as a string ("zero-init", "double-softmax"); hidden = 0 is the linear softmax model."""
+    h, zero, double = CAUSES[variant]
+    quirks = True if zero and double else "zero-init" if zero else "double-softmax" if double else False
+    return (hidden if h else 0), quirks
+
+
+def quirks_of(config: Mapping) -> tuple[bool, bool]:
+    """(zero_init, double_softmax) of a Fig. 2 run config (field authors_model: False, True, "zero-init",
+    "double-softmax")."""
+    q = config.get("authors_model", False)
+    if q not in (False, True, "zero-init", "double-softmax"):
+        raise ValueError(f"authors_model must be False, True, 'zero-init' or 'double-softmax', got {q!r}")
+    return q is True or q == "zero-init", q is True or q == "double-softmax"
+
+
+def variant_of(config: Mapping) -> str:
+    """The `CAUSES` name of a Fig. 2 run config."""
+    zero, double = quirks_of(config)
+    linear = int(config["hidden"]) == 0
+    names = {v: k for k, v in CAUSES.items()}
+    return names.get((0 if linear else 64, zero, double)) or f"hidden={config['hidden']}, zero={zero}, double={double}"
 
 
 def ram_of(s: Mapping) -> tuple[list[float], str]:
@@ -284,6 +345,15 @@ def blobs_split(config: Mapping) -> tuple[torch.Tensor, ...]:
     return tuple(torch.as_tensor(a) for a in (xtr, ytr, xte, yte))
 
 
+def scale_inputs(x_train: torch.Tensor, input_scaling: str) -> torch.Tensor:
+    """The training images under `input_scaling` (`INPUT_SCALINGS`), from [0, 1] pixels: unchanged
+    ("document") or times 255, the raw 0-255 values the authors' MNIST script trains on ("authors"; a new
+    tensor, the cached data are not touched). Test images always stay in [0, 1]."""
+    if input_scaling not in INPUT_SCALINGS:
+        raise ValueError(f"input_scaling must be one of {INPUT_SCALINGS}, got {input_scaling!r}")
+    return x_train * 255.0 if input_scaling == "authors" else x_train
+
+
 def prepare(configs: Sequence[Mapping], device) -> dict:
     """Shared data and each run's user split for a batch of runs (same `batch_group`)."""
     from flkit import partition
@@ -294,6 +364,7 @@ def prepare(configs: Sequence[Mapping], device) -> dict:
         parts = [partition.user_classes(ytr.cpu(), c["assignment"], seed=c["seed"]) for c in configs]
     else:
         xtr, ytr, xte, yte, C = _image_data(c0["dataset"], c0["train_subset"], c0["test_subset"], device)
+        xtr = scale_inputs(xtr, c0.get("input_scaling", "document"))
         parts = [partition.rare_users(ytr.cpu(), c["num_users"], c["frequent_frac"], c["pattern_frac"], seed=c["seed"])
                  for c in configs]
     return dict(x_train=xtr, y_train=ytr, x_test=xte, y_test=yte, num_classes=C, partitions=parts)
@@ -302,9 +373,9 @@ def prepare(configs: Sequence[Mapping], device) -> dict:
 def build_model(config: Mapping) -> torch.nn.Module:
     from flkit import models
     if config["model"] == "cvar_2d":
-        quirks = bool(config.get("authors_model"))  # the notebooks' zero init + double softmax
+        zero, double = quirks_of(config)  # the notebooks' zero init and double softmax
         return models.build("cvar_2d", num_classes=len(config["centers"]), hidden=config["hidden"],
-                            zero_init=quirks, double_softmax=quirks)
+                            zero_init=zero, double_softmax=double)
     return models.build(config["model"])
 
 

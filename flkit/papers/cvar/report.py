@@ -209,6 +209,74 @@ def confirm_mnist(df: pd.DataFrame, last_frac: float = 0.1) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# Figs. 3-4, diagnosis: the accuracy metric (final round vs the mean over a window) and whether the curves
+# are still rising at the end of the horizon.
+DIAG_QUANTITIES = [(0.9, 9, "Fig. 3(c)"), (0.9, "overall", "Fig. 3(b)"), (0.8, 8, "Fig. 4(c)"),
+                   (0.8, 9, "Fig. 4(d)"), (0.8, "overall", "Fig. 4(b)")]
+
+
+def _curves(df: pd.DataFrame) -> pd.DataFrame:
+    """Per run and evaluation round: accuracy in % of the overall test set ("overall") and of each class,
+    with columns seed, method, pattern_frac, quantity, round, value."""
+    keep = df[df["metric"].isin(["test_acc", "test_acc_class"])]
+    q = np.where(keep["metric"] == "test_acc", "overall", keep["class"].astype(int).astype(str))
+    return keep.assign(quantity=q, value=keep["value"] * 100)[["seed", "method", "pattern_frac", "quantity",
+                                                                "round", "value"]]
+
+
+def _select(cur: pd.DataFrame, r: float, quantity) -> pd.DataFrame:
+    return cur[(cur["pattern_frac"] == r) & (cur["quantity"] == str(quantity))]
+
+
+def mnist_metrics(df: pd.DataFrame, window_frac: float = 0.1) -> pd.DataFrame:
+    """Figs. 3-4, both accuracy metrics per run, then over seeds: "final" = the global model's test accuracy
+    (%) at the last round T, "window" = the mean of the evaluations in the last `window_frac` of the rounds
+    (rounds > (1 - window_frac) T; the metric `confirm_mnist` uses). Rows: figure, r, quantity (rare class
+    or "overall"), method; columns final, final sd, window, window sd (sd over seeds, ddof = 1), seeds."""
+    if not 0 < window_frac <= 1:
+        raise ValueError(f"window_frac must be in (0, 1], got {window_frac!r}")
+    cur = _curves(df)
+    T = int(df["rounds"].max())
+    rows = []
+    for r, qty, fig in DIAG_QUANTITIES:
+        sel = _select(cur, r, qty)
+        for method, g in sel.groupby("method"):
+            final = g[g["round"] == T].groupby("seed")["value"].mean()
+            window = g[g["round"] > T - window_frac * T].groupby("seed")["value"].mean()
+            rows.append({"figure": fig, "r": r, "quantity": str(qty), "method": method,
+                         "final": final.mean(), "final sd": final.std(ddof=1), "window": window.mean(),
+                         "window sd": window.std(ddof=1), "seeds": len(final)})
+    return pd.DataFrame(rows)
+
+
+def run_slopes(df: pd.DataFrame, last_frac: float = 0.25) -> pd.DataFrame:
+    """Per run (seed, method, r, quantity): the least-squares slope of its test accuracy (%) on the round,
+    over the evaluations in the last `last_frac` of the rounds (rounds >= (1 - last_frac) T), in percentage
+    points per 1000 rounds."""
+    if not 0 < last_frac <= 1:
+        raise ValueError(f"last_frac must be in (0, 1], got {last_frac!r}")
+    cur = _curves(df)
+    T = int(df["rounds"].max())
+    cur = cur[cur["round"] >= T - last_frac * T]
+    rows = []
+    for r, qty, fig in DIAG_QUANTITIES:
+        for (method, seed), g in _select(cur, r, qty).groupby(["method", "seed"]):
+            slope = np.polyfit(g["round"].to_numpy(float), g["value"].to_numpy(float), 1)[0]
+            rows.append(dict(figure=fig, r=r, quantity=str(qty), method=method, seed=seed, slope=1000 * slope))
+    return pd.DataFrame(rows)
+
+
+def mnist_slopes(df: pd.DataFrame, last_frac: float = 0.25) -> pd.DataFrame:
+    """`run_slopes` over seeds: mean slope (pp per 1000 rounds), its standard error over seeds (sd / sqrt n),
+    and "still rising": the mean slope exceeds 2 standard errors (the book's rule for a difference)."""
+    from flkit.papers.claims import se
+    per = run_slopes(df, last_frac)
+    out = per.groupby(["figure", "r", "quantity", "method"], sort=False)["slope"].agg(
+        slope="mean", se=se, seeds="size").reset_index()
+    out["still_rising"] = out["slope"] > 2 * out["se"]
+    return out
+
+
 # ================================================================================================
 # The scorecard's record: each page's checks under the items of flkit/papers/items/003.yaml
 # ================================================================================================
@@ -248,23 +316,48 @@ def scorecard_table1(ours: pd.DataFrame) -> dict[str, list]:
     return out
 
 
-def scorecard_mnist(check: pd.DataFrame) -> dict[str, list]:
-    """The mnist page's checks, by item (Fig. 3(b), 3(c), 4(b), 4(c), 4(d)): the rows of `confirm_mnist`
-    as `claims.holds`, with their criterion unchanged (means over seeds of the last 10 % of the rounds:
-    rare class, Fed-CVaR-Avg above 80 % and above FedAvg; overall, Fed-CVaR-Avg above FedAvg)."""
+MNIST_HORIZON_ITEM = "Setting (Sec. 4): 4000 global rounds for MNIST, curves read at their end"
+
+
+def _mnist_holds(check: pd.DataFrame, when: str) -> dict[str, list]:
     from flkit.papers import claims
     out: dict[str, list] = {}
     for r in check.itertuples():
         if r.rare_class == "overall":
-            c = claims.holds(f"r = {r.r}: overall accuracy, Fed-CVaR-Avg above FedAvg ({r.fedavg:.2f} %)",
-                             r.confirmed, "mean over seeds (last 10 % of the rounds): Fed-CVaR-Avg > FedAvg",
+            c = claims.holds(f"r = {r.r}: overall accuracy, Fed-CVaR-Avg above FedAvg ({r.fedavg:.2f} %), {when}",
+                             r.confirmed, f"mean over seeds ({when}): Fed-CVaR-Avg > FedAvg",
                              ours=r.fed_cvar_avg, reference=r.fedavg)
         else:
             c = claims.holds(f"r = {r.r}: rare class {r.rare_class}, Fed-CVaR-Avg above 80 % and above FedAvg "
-                             f"({r.fedavg:.2f} %)", r.confirmed,
-                             "mean over seeds (last 10 % of the rounds): Fed-CVaR-Avg > 80 % and > FedAvg",
+                             f"({r.fedavg:.2f} %), {when}", r.confirmed,
+                             f"mean over seeds ({when}): Fed-CVaR-Avg > 80 % and > FedAvg",
                              ours=r.fed_cvar_avg, reference=80.0)
         out.setdefault(r.figure, []).append(c)
+    return out
+
+
+def scorecard_mnist(check: pd.DataFrame, final: pd.DataFrame | None = None,
+                    slopes: pd.DataFrame | None = None) -> dict[str, list]:
+    """The mnist page's checks, by item (Fig. 3(b), 3(c), 4(b), 4(c), 4(d)): the rows of `confirm_mnist`
+    as `claims.holds`, with their criterion unchanged (means over seeds of the last 10 % of the rounds:
+    rare class, Fed-CVaR-Avg above 80 % and above FedAvg; overall, Fed-CVaR-Avg above FedAvg); `final`:
+    the same rows on the final-round accuracy (`confirm_mnist(df, last_frac=0)`), filed beside them;
+    `slopes` (`mnist_slopes`): under `MNIST_HORIZON_ITEM`, one `claims.holds` per curve, "levelled off by
+    the last round" when its mean slope over the last 25 % of the rounds is not above 2 se over seeds."""
+    from flkit.papers import claims
+    out = _mnist_holds(check, "last 10 % of the rounds")
+    if final is not None:
+        for k, v in _mnist_holds(final, "final round").items():
+            out.setdefault(k, []).extend(v)
+    if slopes is not None:
+        out[MNIST_HORIZON_ITEM] = [
+            claims.holds(f"r = {r.r}, {'overall' if r.quantity == 'overall' else 'rare class ' + r.quantity}, "
+                         f"{METHOD_LABELS[r.method]}: levelled off at the last round (slope {r.slope:.2f} ± "
+                         f"{r.se:.2f} pp per 1000 rounds)", not r.still_rising,
+                         "least-squares slope of the accuracy (%) on the round over the last 25 % of the rounds, "
+                         "per run; levelled off unless the mean over seeds exceeds 2 se over seeds",
+                         ours=r.slope, reference=2 * r.se)
+            for r in slopes.itertuples()]
     return out
 
 
@@ -409,6 +502,66 @@ def confirm_fig2(df: pd.DataFrame) -> pd.DataFrame:
                          proposed_worst_class=prop.min(), seeds=int(g["seeds"].max()),
                          fedavg_fails=fails, proposed_classifies_all=solves, confirmed=fails and solves))
     return pd.DataFrame(rows)
+
+
+FIG2_CAUSES_ITEM = "Claim (Sec. 2): under a highly skewed RAM, solving (2) generally fails to classify accurately"
+
+
+def cause_accuracy(df: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 2, the model variants of `experiments.CAUSES` (the `causes` runs): per run, the final test
+    accuracy (%) on the panel's rare class(es) (mean over them) and on the worst class. Columns: panel,
+    variant, method, seed, rare, worst."""
+    from flkit.papers.cvar.experiments import variant_of
+    fin = df[(df["metric"] == "test_acc_class") & (df["round"] == df["rounds"])]
+    rows = []
+    for (panel, key), run in fin.groupby(["panel", "run_key"]):
+        cfg = config_of(df[df["run_key"] == key].iloc[:1])
+        rare = rare_classes_2d(cfg)
+        v = run.set_index("class")["value"] * 100
+        rows.append(dict(panel=panel, variant=variant_of(cfg), method=run["method"].iloc[0], seed=int(run["seed"].iloc[0]),
+                         rare=float(v[rare].mean()), worst=float(v.min())))
+    return pd.DataFrame(rows).sort_values(["panel", "variant", "method", "seed"], ignore_index=True)
+
+
+def confirm_causes(df: pd.DataFrame) -> pd.DataFrame:
+    """Per panel, model variant and method: the rare-class final accuracy, mean and sd over seeds, the
+    seeds, and whether it "misses" the rare class (mean below 50 %, the criterion of `confirm_fig2`)."""
+    acc = cause_accuracy(df)
+    out = (acc.groupby(["panel", "variant", "method"])
+           .agg(rare=("rare", "mean"), rare_sd=("rare", lambda v: v.std(ddof=1)), seeds=("seed", "size"),
+                per_seed=("rare", lambda v: " ".join(f"{x:.0f}" for x in v)))
+           .reset_index())
+    out["misses_rare"] = out["rare"] < 50
+    return out
+
+
+def scorecard_causes(df: pd.DataFrame, single=("zero-init", "double-softmax"),
+                     against: str = "neither") -> dict[str, list]:
+    """The synthetic_2d page's checks of the two quirks' separate effects, filed under `FIG2_CAUSES_ITEM`
+    (the document's reading that FedAvg, solving (2), fails under a skewed RAM; panel named in each check):
+    for each variant of `single`, FedAvg's rare-class final accuracy below 50 % (mean
+    over seeds, `claims.holds`), and paired over the seeds both have, `against` (our model) above the
+    variant on it (`claims.compare`: the variant lowers FedAvg's rare-class accuracy)."""
+    from flkit.papers import claims
+    acc = cause_accuracy(df)
+    acc = acc[acc["method"] == "fedavg"]
+    out: dict[str, list] = {}
+    for panel, g in acc.groupby("panel"):
+        per = g.pivot_table(index="seed", columns="variant", values="rare")
+        for v in single:
+            if v not in per:
+                continue
+            vals = per[v].dropna()
+            out.setdefault(FIG2_CAUSES_ITEM, []).append(claims.holds(
+                f"Fig. 2({panel}): FedAvg with {v} alone fails on the rare pattern(s) ({len(vals)} seeds)",
+                vals.mean() < 50,
+                "final test accuracy on the rare class(es), mean over seeds, < 50 %", ours=vals.mean(), reference=50.0))
+            if against in per:
+                both = per[[against, v]].dropna()
+                out[FIG2_CAUSES_ITEM].append(claims.compare(
+                    f"Fig. 2({panel}): FedAvg, rare class: our model above {v} alone (paired over {len(both)} seeds)",
+                    both[against].to_numpy(), both[v].to_numpy()))
+    return out
 
 
 def mnist_figure(df: pd.DataFrame, pattern_frac: float, smooth: float = 0.9, title: str = ""):
