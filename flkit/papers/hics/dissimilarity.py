@@ -190,7 +190,7 @@ def fig6_runs(cfg: dict, data, store) -> tuple[pd.DataFrame, Partition, float]:
 def point_frame(table: pd.DataFrame, part: Partition, cfg: dict) -> pd.DataFrame:
     """One row per (recorded round, client): alpha, H(D^(k)) (nats) and y = ||grad F_k - grad F||^2."""
     alphas = spread_alphas(cfg["alpha_lo"], cfg["alpha_hi"], part.num_clients)
-    H = E.true_entropy(E.label_fractions(part))
+    H = E.true_entropy(E.label_fractions(part)) + 0.0          # no -0.0 for one-class clients
     t = table[table["metric"] == "grad_diff2"]
     k = t["client"].to_numpy(dtype=int)
     return pd.DataFrame({"round": t["round"].to_numpy(), "client": k, "alpha": alphas[k], "H": H[k],
