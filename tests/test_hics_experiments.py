@@ -36,9 +36,9 @@ def test_profiles():
 def test_jobs_of_reduced_profile():
     js = X.jobs(X.profile("reduced"))
     groups = pd.Series([j["group"] for j in js]).value_counts().to_dict()
-    assert groups == {"main": 9, "divfl": 1, "lr_alt": 1}
+    assert groups == {"main": 9, "divfl": 3, "lr_alt": 1}
     assert all(j["methods"] == ["random", "pow-d", "CS", "HiCS-FL"] and j["lr"] == 0.001 for j in js if j["group"] == "main")
-    assert [j["setting"] for j in js if j["group"] == "divfl"] == ["(2)"]
+    assert [(j["setting"], j["seed"]) for j in js if j["group"] == "divfl"] == [("(2)", 0), ("(2)", 1), ("(2)", 2)]
     assert len({str(sorted(j.items())) for j in js}) == len(js)
     assert X.split_alphas("(3)") == [0.001] * 5
     assert X.split_alphas("(1)") == [0.001, 0.002, 0.005, 0.01, 0.5]
@@ -106,3 +106,21 @@ def test_table1_cells():
     assert t1.loc["DivFL", "ours: rounds to 0.750"] == "not reached in 30"
     assert t1.loc["random", "document: rounds to 0.75"] == 149
     assert t1.loc["HiCS-FL", "document: speed-up"] == "2.5x" and t1.loc["pow-d", "document: speed-up"] == "1.8x"
+
+
+def test_claim_checks_include_divfl_only_with_hics_seeds():
+    rows, var = [], []
+    for s in ("(1)", "(2)"):
+        for m, base in (("random", 100), ("pow-d", 120), ("CS", 90), ("HiCS-FL", 60), ("DivFL", 150)):
+            if m == "DivFL" and s != "(2)":
+                continue
+            for seed in (0, 1, 2):
+                rows.append(dict(group="divfl" if m == "DivFL" else "main", setting=s, method=m, seed=seed,
+                                 rounds=float(base + seed)))
+                var.append(dict(setting=s, method=m, seed=seed, fluctuation=0.01 * base, late_loss=0.5))
+    rt, vr = pd.DataFrame(rows), pd.DataFrame(var)
+    whats = [c.what for c in X.claim_checks(rt, vr, 200)]
+    assert sum("DivFL" in w for w in whats) == 2 and all("setting (2)" in w for w in whats if "DivFL" in w)
+    assert len(whats) == 2 * 3 * 2 + 2 + 1
+    short = rt[~((rt.method == "DivFL") & (rt.seed > 0))]                 # DivFL with one seed: left out
+    assert not any("DivFL" in c.what for c in X.claim_checks(short, vr[~((vr.method == "DivFL") & (vr.seed > 0))], 200))

@@ -1,5 +1,5 @@
 r"""Page "theory" of the HiCS-FL chapter (document 004: Theorem 1 and its proof in appendix 6.6,
-Assumption 1, Lemma 2 and Theorem 2 in appendix 6.7, the SGD-versus-Adam argument of appendix 6.9.2 and
+Assumption 1 (on quadratic clients here; on Fashion-MNIST, Fig. 6(a), in :mod:`flkit.papers.hics.dissimilarity`), Lemma 2 and Theorem 2 in appendix 6.7, the SGD-versus-Adam argument of appendix 6.9.2 and
 Figs. 11-12).
 
 The document's symbols: C classes, client k with label distribution :math:`\mathcal D^{(k)}` and bias
@@ -34,6 +34,7 @@ from scipy import stats
 from flkit import aggregate, engine, fl, plots, results, sample
 from flkit.datasets import QuadraticProblem
 from flkit.papers import claims, settings
+from flkit.papers.hics import dissimilarity as DS
 from flkit.papers.hics import entropy as E
 from flkit.seeding import rng
 from flkit.tasks import QuadraticTask
@@ -65,14 +66,18 @@ PROFILES = {
     "smoke": dict(entropy="smoke", reps=2, t_factors=[0.25, 1, 4, 16, 64],
                   quad=dict(_QUAD, K=5, R=5, rounds=30, eta_fracs=[1.0], seeds=[0, 1]),
                   adam=dict(clients=10, subset=2000, lists=["(2)"], seeds=[0, 1], epochs=1, batch_size=64,
-                            lr=0.001)),
+                            lr=0.001),
+                  fig6=dict(DS.FIG6, clients=20, size=100, rounds=6, every=2)),
     # the document's FMNIST setting for Theorem 1 (the entropy page's cached first rounds); 20 quadratic
     # clients in the five alpha groups of setting (1); 20 FMNIST clients on 6,000 images for Figs. 11-12
     "paper": dict(entropy="paper", reps=6, t_factors=[0.25, 0.5, 1, 2, 4, 16, 64, 256],
                   quad=dict(_QUAD, K=5, R=5, rounds=150, eta_fracs=[0.25, 0.5, 1.0],
                             seeds=list(range(8))),
                   adam=dict(clients=20, subset=6000, lists=["(1)", "(2)"], seeds=[0, 1, 2], epochs=2,
-                            batch_size=64, lr=0.001)),
+                            batch_size=64, lr=0.001),
+                  # Fig. 6(a): the document's 250 clients, alphas in [0.01, 50], 500 rounds, every client in
+                  # every round; logistic regression for the document's CNN (dissimilarity's docstring)
+                  fig6=dict(DS.FIG6)),
 }
 
 
@@ -108,6 +113,12 @@ def profile(name: str, seeds=None, **overrides) -> dict:
     if a["clients"] % 5 or a["subset"] < 100 * a["clients"]:
         raise ValueError(f"adam: clients must be a multiple of 5 and subset >= 100 x clients, got "
                          f"{a['clients']} clients, subset {a['subset']}")
+    f6 = cfg["fig6"]
+    if f6["model"] not in DS.MODELS:
+        raise ValueError(f"fig6.model must be one of {sorted(DS.MODELS)}, got {f6['model']!r}")
+    if f6["clients"] < 3 or f6["rounds"] < 1 or not 1 <= f6["every"] <= f6["rounds"]:
+        raise ValueError(f"fig6: need clients >= 3, rounds >= 1 and 1 <= every <= rounds; got clients "
+                         f"{f6['clients']}, rounds {f6['rounds']}, every {f6['every']}")
     return cfg
 
 
@@ -852,11 +863,14 @@ SCORECARD = [("Theorem 1 (Eq. 8)", "Theorem 1"), ("Theorem 1 (Eq. 50)", "Eq. (50
              ("document: HiCS leads to omega", _S35 + "HiCS-FL leads to omega_k^t = p_k exp(gamma^t H_hat_k) / sum_j p_j "
               "exp(gamma^t H_hat_j)"),
              ("Fig. 11:", "Fig. 11"), ("Fig. 12:", "Fig. 12"), ("Eq. 104 vs 105", "Eq. (104)"), ("Eq. 105:", "Eq. (105)"),
-             ("Eq. 106:", "Eq. (106)")]
+             ("Eq. 106:", "Eq. (106)"), ("Fig. 6(a):", "Fig. 6(a)"), ("Assumption 1:", "Assumption 1"),
+             ("appendix 6.2:", "Claim (appendix 6.2): the local-global gradient difference follows the pattern of "
+              "Assumption 1")]
 
 
 def scorecard_checks(checks) -> dict:
     """The theory page's checks by document item (:data:`SCORECARD`): Theorem 1 as stated (Eq. 8) and as its
     proof ends (Eq. 50), Theorem 2, Lemma 2, the claims of Sec. 3.5, Figs. 11-12 (Fashion-MNIST as a stand-in
-    for CIFAR-10) and Eqs. 104-106."""
+    for CIFAR-10), Eqs. 104-106, and Assumption 1 with Fig. 6(a) and appendix 6.2's reading of it
+    (:func:`flkit.papers.hics.dissimilarity.fig6_checks`, logistic regression as a stand-in for the CNN)."""
     return E.by_item(checks, SCORECARD)
