@@ -25,8 +25,9 @@ __all__ = ["Owed", "ledger", "frame", "main"]
 
 @dataclass(frozen=True)
 class Owed:
-    """One owed item: `runs` () -> (done, total) counted from the store; `minutes_per_run` the GPU estimate;
-    `needs` what besides a GPU it needs (data that cannot be had where the book is built)."""
+    """One owed item: `runs` () -> (done, total) counted from the store; `minutes_per_run` the estimate (GPU
+    minutes, or minutes of one CPU thread when `cpu`); `needs` what besides a GPU it needs (data that cannot be
+    had where the book is built)."""
     id: str
     document: str
     item: str
@@ -36,6 +37,7 @@ class Owed:
     minutes_per_run: float
     basis: str
     needs: str = ""
+    cpu: bool = False          # paid on one CPU thread: no GPU needed
 
     def progress(self) -> tuple[int, int, float]:
         done, total = self.runs()
@@ -151,7 +153,7 @@ ITEMS = [
          _cvar("synthetic_2d", "paper", causes=["neither", "zero-init", "double-softmax", "both", "linear",
                                                 "linear-both"]), 1.0,
          "measured on one CPU thread: 10 stacked runs of panel a (4000 rounds) took 8.6 min, of panel c (25000 "
-         "rounds) 10.7 min, about 1 min per run; tiny models, no GPU timing (a CPU is enough)"),
+         "rounds) 10.7 min, about 1 min per run; tiny models, no GPU timing (a CPU is enough)", cpu=True),
 ]
 
 
@@ -167,15 +169,18 @@ def frame(items: list[Owed] | None = None) -> pd.DataFrame:
         done, total, minutes = it.progress()
         if done < total:
             rows.append(dict(id=it.id, document=it.document, item=it.item, page=it.page,
-                             runs_done=f"{done} of {total}", gpu_minutes=round(minutes), needs=it.needs or "a GPU",
+                             runs_done=f"{done} of {total}", gpu_minutes=0 if it.cpu else round(minutes),
+                             cpu_minutes=round(minutes) if it.cpu else 0,
+                             needs=it.needs or ("one CPU thread, no GPU" if it.cpu else "a GPU"),
                              command=it.command, estimate=it.basis))
     df = pd.DataFrame(rows)
     if df.empty:
         return df
-    # what a GPU alone can pay comes first, largest first; then the items that also need data
-    order = df.assign(_data=df.needs != "a GPU").sort_values(["_data", "gpu_minutes"], ascending=[True, False],
-                                                               kind="stable")
-    return order.drop(columns="_data").reset_index(drop=True)
+    # what a GPU alone can pay comes first, largest first; then what a CPU pays; then what also needs data
+    group = (df.needs != "a GPU").astype(int) + (df.cpu_minutes == 0) * (df.needs != "a GPU")
+    order = df.assign(_group=group, _minutes=df.gpu_minutes + df.cpu_minutes)
+    order = order.sort_values(["_group", "_minutes"], ascending=[True, False], kind="stable")
+    return order.drop(columns=["_group", "_minutes"]).reset_index(drop=True)
 
 
 def main(argv=None) -> int:
@@ -190,9 +195,10 @@ def main(argv=None) -> int:
         print("nothing is owed")
         return 0
     for _, r in df.iterrows():
-        print(f"[{r.id}] document {r.document}: {r['item']}\n    {r.runs_done} runs stored, about {r.gpu_minutes} "
-              f"GPU minutes left ({r.estimate}); needs {r.needs}\n    {r.command}\n")
-    print(f"total: about {df.gpu_minutes.sum()} GPU minutes")
+        left = f"{r.cpu_minutes} CPU minutes" if r.cpu_minutes else f"{r.gpu_minutes} GPU minutes"
+        print(f"[{r.id}] document {r.document}: {r['item']}\n    {r.runs_done} runs stored, about {left} "
+              f"left ({r.estimate}); needs {r.needs}\n    {r.command}\n")
+    print(f"total: about {df.gpu_minutes.sum()} GPU minutes and {df.cpu_minutes.sum()} minutes of one CPU thread")
     return 0
 
 

@@ -498,3 +498,23 @@ def test_mnist_diagnosis_metrics_and_slopes_on_made_up_curves():
     checks = cvar.scorecard_mnist(cvar.confirm_mnist(df), cvar.confirm_mnist(df, 0.0), cvar.mnist_slopes(df))
     horizon = checks[cvar.MNIST_HORIZON_ITEM]
     assert [c.verdict for c in horizon].count("differs") == 6 and len(horizon) == 10  # 3 rare x 2 methods rise
+
+
+def test_stored_reads_only_what_is_there_and_the_causes_table_marks_the_rest(tmp_path):
+    small = cvar.settings("synthetic_2d", "smoke", panels=["a"], alphas=[1.0], rounds=4,
+                          causes=["zero-init"], cause_seeds=[0])
+    cvar.sweep(small, root=tmp_path, progress=False)
+    big = dict(small, alphas=[1.0, 0.1], causes=["zero-init", "linear"], cause_seeds=[0, 1])
+    df, n, total = cvar.stored(big, root=tmp_path)
+    assert (n, total) == (len(cvar.run_configs(small)), len(cvar.run_configs(big))) and n < total
+    assert set(df["method"]) == {"fedavg"} and df["run_key"].nunique() == n
+    table = cvar.causes_table(df)
+    assert set(table["variant"]) == {cvar.variant_of(c) for c in cvar.run_configs(small)}
+    acc = cvar.report.cause_accuracy(df)
+    for _, r in table.iterrows():
+        got = acc[acc["variant"] == r["variant"]]["rare"]
+        assert r["FedAvg: misses it"] == f"{int((got < 50).sum())} of {len(got)}"
+    reading = cvar.causes_reading(df, "fedavg")
+    assert reading.startswith("(a) ") and cvar.causes_reading(df, "fed-cvar-avg") == "no runs"
+    empty, n0, _ = cvar.stored(big, root=tmp_path / "none")
+    assert n0 == 0 and empty.empty

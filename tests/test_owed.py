@@ -44,3 +44,6 @@ def test_progress_counts_the_store(tmp_path, monkeypatch):
     assert gpu_only[:gpu_only.sum()].all()                  # what a GPU alone can pay comes first,
     assert df.gpu_minutes[gpu_only].is_monotonic_decreasing  # largest first
     assert {"fedau-table-paper", "fedau-cutoff-paper", "cvar-table1-paper"} <= set(df.id[gpu_only])
+    cpu = df[df.cpu_minutes > 0]                              # CPU work is labelled as such, not as GPU minutes
+    assert (cpu.gpu_minutes == 0).all() and cpu.needs.str.contains("CPU").all()
+    assert all(owed_item.cpu for owed_item in owed.ITEMS if owed_item.id in set(cpu.id))

@@ -305,7 +305,9 @@ def status_table(t: pd.DataFrame) -> str:
         if missing:
             parts.append("not executable here for want of " + ", ".join(missing))
         if len(gpu):
-            parts.append(f"about {int(gpu['gpu_minutes'].sum())} GPU minutes owed at the document's scale "
+            cost = [f"about {int(gpu[c].sum())} {unit}" for c, unit in
+                    (("gpu_minutes", "GPU minutes"), ("cpu_minutes", "minutes of one CPU thread")) if gpu[c].sum()]
+            parts.append(f"{' and '.join(cost)} owed at the document's scale "
                          f"({len(gpu)} ledger item{'s' if len(gpu) > 1 else ''})")
         if parts:
             lines.append(f"- {d} {document(d).get('short', '')}: " + "; ".join(parts) + ".")

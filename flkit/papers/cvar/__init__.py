@@ -70,7 +70,7 @@ from __future__ import annotations
 from flkit.papers.cvar.algorithm import EXTRAS, State, Users, init, learning_rates, run_round
 from flkit.papers.cvar.experiments import (CAUSES, INPUT_SCALINGS, quirks_of, scale_inputs, variant_of, FIG2_PANELS, PAPER, PROFILES, Deadline, batch_group, blobs_split, build_model,
                                     method_of, params_from_table, planned_steps, prepare, ram_of, run_batch, run_configs,
-                                    settings, split_summary, store_for, sweep, validate)
+                                    settings, split_summary, stored, store_for, sweep, validate)
 from flkit.objectives import IGNORE, G, cvar_loss, cvar_objective, grad_G, surrogate
 from flkit.papers.cvar.ram import (AUTHORS_RHO_K30, AUTHORS_RHO_SOURCE, RAMS, RHO_FIG2_K3, TABLE1_RARE_RHO,
                                    rho_authors_k30, rho_for, rho_table1)
@@ -80,7 +80,7 @@ from flkit.papers.cvar.report import (METHOD_COLORS, METHOD_LABELS, MNIST_CLAIMS
                                rare_classes_2d, scorecard_fig2, scorecard_mnist, scorecard_table1, table1_compare,
                                table1_item, table1_ours, table1_reference, table1_wide, titled, TABLE1_CLAIMS,
                                MNIST_HORIZON_ITEM, mnist_metrics, mnist_slopes, run_slopes, confirm_causes,
-                               scorecard_causes)
+                               scorecard_causes, causes_table, causes_reading)
 
 __all__ = [
     # the objective
@@ -93,13 +93,13 @@ __all__ = [
     # experiments
     "FIG2_PANELS", "PAPER", "PROFILES", "settings", "method_of", "run_configs", "batch_group", "blobs_split",
     "prepare", "build_model", "run_batch", "Deadline", "params_from_table", "sweep", "store_for", "planned_steps",
-    "split_summary", "validate", "CAUSES", "INPUT_SCALINGS", "quirks_of", "scale_inputs", "variant_of",
+    "split_summary", "stored", "validate", "CAUSES", "INPUT_SCALINGS", "quirks_of", "scale_inputs", "variant_of",
     # reading the results
     "TABLE1_ALPHAS", "TABLE1_GAMMAS", "QUANTITIES", "RARE_CLASSES", "MNIST_CLAIMS", "table1_reference",
     "table1_ours", "table1_compare", "table1_wide", "final_accuracies", "confirm_table1", "confirm_mnist",
     "confirm_fig2", "fig2_accuracy", "scorecard_fig2", "scorecard_mnist", "scorecard_table1", "table1_item",
     "TABLE1_CLAIMS", "MNIST_HORIZON_ITEM", "mnist_metrics", "mnist_slopes", "run_slopes", "confirm_causes",
-    "scorecard_causes",
+    "scorecard_causes", "causes_table", "causes_reading",
     # figures
     "METHOD_LABELS", "METHOD_COLORS", "fig2", "mnist_figure", "curve_panel", "decision_regions", "rare_classes_2d",
     "config_of", "titled",

@@ -577,6 +577,16 @@ def sweep(s: Mapping, *, root=None, device="auto", compute_missing: bool = True,
                          group_by=batch_group, device=str(dev), executor=executor)
 
 
+def stored(s: Mapping, *, root=None) -> tuple[pd.DataFrame, int, int]:
+    """The runs of settings `s` already in the results store, nothing computed: (their joined tidy table,
+    the number stored, the number of runs of `s`). For a design that is paid in pieces (a ledger item):
+    the page shows what is there and says how much is missing."""
+    store = store_for(s, root)
+    configs = run_configs(s)
+    done = [c for c in configs if store.done(c)]
+    return (store.load_many(done) if done else pd.DataFrame()), len(done), len(configs)
+
+
 def planned_steps(configs: Sequence[Mapping], rounds: int | None = None) -> np.ndarray:
     """Local steps of each round of a batch of runs (no training): S_n = max over runs of
     H ceil(N_{I_n} / B), from the runs' splits and RAM draws. Shape (rounds,)."""

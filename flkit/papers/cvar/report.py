@@ -552,16 +552,47 @@ def scorecard_causes(df: pd.DataFrame, single=("zero-init", "double-softmax"),
             if v not in per:
                 continue
             vals = per[v].dropna()
+            what = f"{v} alone" if v in ("zero-init", "double-softmax") else f"the {v} model"
             out.setdefault(FIG2_CAUSES_ITEM, []).append(claims.holds(
-                f"Fig. 2({panel}): FedAvg with {v} alone fails on the rare pattern(s) ({len(vals)} seeds)",
+                f"Fig. 2({panel}): FedAvg with {what} fails on the rare pattern(s) ({len(vals)} seeds)",
                 vals.mean() < 50,
                 "final test accuracy on the rare class(es), mean over seeds, < 50 %", ours=vals.mean(), reference=50.0))
             if against in per:
                 both = per[[against, v]].dropna()
                 out[FIG2_CAUSES_ITEM].append(claims.compare(
-                    f"Fig. 2({panel}): FedAvg, rare class: our model above {v} alone (paired over {len(both)} seeds)",
+                    f"Fig. 2({panel}): FedAvg, rare class: our model above {what} (paired over {len(both)} seeds)",
                     both[against].to_numpy(), both[v].to_numpy()))
     return out
+
+
+def causes_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The full Fig. 2 design for reading: per panel and model variant (rows), per method (columns), the
+    rare-class final accuracy "mean ± sd" over seeds (%) and the seeds in which it misses the rare class
+    (below 50 %) as "k of n"."""
+    acc = cause_accuracy(df)
+    rows = []
+    for (panel, variant), g in acc.groupby(["panel", "variant"], sort=True):
+        row = dict(panel=panel, variant=variant)
+        for method, m in g.groupby("method"):
+            name = {"fedavg": "FedAvg"}.get(method, METHOD_LABELS.get(method, method))
+            sd = f" ± {m['rare'].std(ddof=1):.0f}" if len(m) > 1 else ""
+            row[f"{name}: rare class (%)"] = f"{m['rare'].mean():.0f}{sd}"
+            row[f"{name}: misses it"] = f"{int((m['rare'] < 50).sum())} of {len(m)}"
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("n/a: not run yet")
+
+
+def causes_reading(df: pd.DataFrame, method: str) -> str:
+    """In words, for `method`: the model variants with which it misses the rare class in at least one
+    seed, per panel, with the seed counts ("none" when it never does)."""
+    acc = cause_accuracy(df)
+    acc = acc[acc["method"] == method]
+    parts = []
+    for panel, g in acc.groupby("panel"):
+        miss = [(v, int((m["rare"] < 50).sum()), len(m)) for v, m in g.groupby("variant")]
+        miss = [f"{v} {k} of {n}" for v, k, n in miss if k]
+        parts.append(f"({panel}) " + (", ".join(miss) if miss else "none"))
+    return "; ".join(parts) if parts else "no runs"
 
 
 def mnist_figure(df: pd.DataFrame, pattern_frac: float, smooth: float = 0.9, title: str = ""):
