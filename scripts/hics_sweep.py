@@ -5,7 +5,8 @@ the notebook, then re-execute the page to read them.
     python scripts/hics_sweep.py reduced --part 1 --of 2
     python scripts/hics_sweep.py paper --device cuda            # the document's CNN (a GPU)
 
-Each process runs every ``of``-th job (DivFL's first, the longest) into the book's store (``results/hics``;
+Each process runs every ``of``-th job (DivFL's first, the longest: the paper profile's Table 1 setting at 600
+rounds, then the others) into the book's store (``results/hics``;
 ``results/tmp/hics`` for smoke), one CSV + JSON per job, skipping the stored ones: a stopped sweep resumes
 at the job level.
 """
@@ -42,7 +43,7 @@ def main(argv=None) -> int:
     args = _parse(argv)
     torch.set_num_threads(args.threads)
     cfg = X.profile(args.profile)
-    order = sorted(X.jobs(cfg), key=lambda j: j["group"] != "divfl")
+    order = sorted(X.jobs(cfg), key=lambda j: (j["group"] != "divfl", -j["rounds"]))
     mine = order[args.part::args.of]
     store = results.book_store("hics" if args.profile != "smoke" else "tmp/hics")
     data = datasets.load("fashion-mnist", device=resolve_device(args.device))

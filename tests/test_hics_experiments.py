@@ -31,6 +31,14 @@ def test_profiles():
         X.profile("reduced", model="resnet")
     with pytest.raises(ValueError, match="lr"):
         X.profile("reduced", lr=-1.0)
+    assert X.profile("paper")["divfl_table1_rounds"] == 600
+    assert X.profile("reduced")["divfl_table1_rounds"] is None and X.profile("smoke")["divfl_table1_rounds"] is None
+    for bad in (199, 600.0, True, "600"):
+        with pytest.raises(ValueError, match=r"divfl_table1_rounds must be None .* an int >= rounds = 200"):
+            X.profile("reduced", divfl_table1_rounds=bad)
+    with pytest.raises(ValueError, match="divfl_table1_rounds"):
+        X.profile("paper", rounds=700)                        # 600 < rounds: DivFL's Table 1 runs would be shorter
+    assert X.jobs(X.profile("reduced", divfl_table1_rounds=200)) == X.jobs(X.profile("reduced"))
 
 
 def test_jobs_of_reduced_profile():
@@ -42,6 +50,25 @@ def test_jobs_of_reduced_profile():
     assert len({str(sorted(j.items())) for j in js}) == len(js)
     assert X.split_alphas("(3)") == [0.001] * 5
     assert X.split_alphas("(1)") == [0.001, 0.002, 0.005, 0.01, 0.5]
+
+
+def test_reduced_jobs_are_the_stored_ones():
+    """The published page reads these runs from the book's store: a change of any job's config loses them."""
+    from flkit import results
+    store = results.book_store("hics")
+    js = X.jobs(X.profile("reduced"))
+    assert len(js) == 13 and all(store.done(j) for j in js)
+    assert all(j["rounds"] == 200 for j in js)
+
+
+def test_jobs_of_paper_profile():
+    js = X.jobs(X.profile("paper"))
+    assert len(js) == 18                                      # 9 main + 9 DivFL, no lr_alt
+    long = [(j["group"], j["setting"], j["seed"], j["methods"]) for j in js if j["rounds"] == 600]
+    assert long == [("divfl", "(2)", s, ["DivFL"]) for s in (0, 1, 2)]
+    assert all(j["rounds"] == 200 for j in js if j["rounds"] != 600)
+    # client trainings: K per round for the four cheap methods, N + K for DivFL (probe, then the selected)
+    assert X.client_trainings(X.profile("paper")) == 9 * 4 * 5 * 200 + (6 * 200 + 3 * 600) * 55 == 201_000
 
 
 @pytest.mark.parametrize("window,order,n", [(13, 3, 201), (5, 2, 30), (13, 3, 13), (7, 0, 40)])
@@ -102,8 +129,8 @@ def test_table1_cells():
             acc = np.where(np.arange(31) >= (hit or 99), 0.9, 0.1)
             rows += [dict(group="main", setting="(2)", method=m, seed=seed, round=t, metric="test_acc", value=v)
                      for t, v in enumerate(acc)]
-    t1 = X.table1(pd.DataFrame(rows), 0.5, 30)
-    assert t1.loc["DivFL", "ours: rounds to 0.750"] == "not reached in 30"
+    t1 = X.table1(pd.DataFrame(rows), 0.5)
+    assert t1.loc["DivFL", "ours: rounds to 0.750"] == "not reached in 30 rounds"
     assert t1.loc["random", "document: rounds to 0.75"] == 149
     assert t1.loc["HiCS-FL", "document: speed-up"] == "2.5x" and t1.loc["pow-d", "document: speed-up"] == "1.8x"
 
@@ -124,3 +151,86 @@ def test_claim_checks_include_divfl_only_with_hics_seeds():
     assert len(whats) == 2 * 3 * 2 + 2 + 1
     short = rt[~((rt.method == "DivFL") & (rt.seed > 0))]                 # DivFL with one seed: left out
     assert not any("DivFL" in c.what for c in X.claim_checks(short, vr[~((vr.method == "DivFL") & (vr.seed > 0))], 200))
+
+
+def _ramp(cross: int, rounds: int) -> np.ndarray:
+    """A line through 0.7505 at round ``cross`` rising 0.001 a round: kept exactly by the cubic Savitzky-Golay
+    filter, so the smoothed curve first reaches 0.75 at ``cross``."""
+    return 0.7505 + 0.001 * (np.arange(rounds + 1) - cross)
+
+
+def _rows(group, setting, method, seed, acc, loss):
+    return [dict(group=group, setting=setting, method=method, seed=seed, round=t, metric=k, value=float(v))
+            for k, vals in (("test_acc", acc), ("train_loss", loss)) for t, v in enumerate(vals)]
+
+
+def test_table1_counts_divfl_after_the_common_horizon():
+    rows = []
+    for seed in (0, 1, 2):
+        for m, cross in (("random", 149), ("pow-d", 79), ("CS", 114), ("HiCS-FL", 60)):
+            rows += _rows("main", "(2)", m, seed, _ramp(cross + seed - 1, 200), np.ones(201))
+        rows += _rows("divfl", "(2)", "DivFL", seed, _ramp(477 + seed, 600), np.ones(601))
+    table = pd.DataFrame(rows)
+    t1 = X.table1(table, 0.75)
+    assert t1.loc["DivFL", "ours: rounds to 0.750"] == "478 ± 1"
+    assert t1.loc["random", "ours: rounds to 0.750"] == "149 ± 1"
+    assert t1.loc["DivFL", "ours: speed-up (0.750)"] == "0.3x"        # 149 / 478
+    chk = X.table1_checks(table)
+    div = chk["Table 1: FMNIST, rounds to 0.75, DivFL (ideal)"][0]
+    assert div.ours == 478.0 and div.verdict == "agrees"
+    sp = chk["Table 1: FMNIST, speed-up, DivFL (ideal)"][0]
+    assert sp.ours == pytest.approx(np.mean([148 / 477, 149 / 478, 150 / 479]), abs=1e-12)
+    # cut to the common horizon, DivFL does not reach 0.75; the cell names its own horizon
+    assert X.table1(X.truncate(table, 200), 0.75).loc["DivFL", "ours: rounds to 0.750"] == "not reached in 200 rounds"
+    never = table[~((table.method == "DivFL") & (table.metric == "test_acc"))]
+    never = pd.concat([never, pd.DataFrame(sum((_rows("divfl", "(2)", "DivFL", s, np.full(601, 0.5), [])
+                                                for s in (0, 1, 2)), []))])
+    assert X.table1(never, 0.75).loc["DivFL", "ours: rounds to 0.750"] == "not reached in 600 rounds"
+
+
+def test_truncation_gives_the_200_round_numbers():
+    """A 600-round DivFL run cut to 200 rounds gives the fluctuation, rounds to target and claim checks of the
+    same run stopped at 200 rounds; read whole it gives other numbers."""
+    rng = np.random.default_rng(7)
+    short, long = [], []
+    for s in ("(1)", "(2)"):
+        for m, cross in (("random", 120), ("pow-d", 150), ("CS", 100), ("HiCS-FL", 80), ("DivFL", 170)):
+            if m == "DivFL" and s != "(2)":
+                continue
+            g = "divfl" if m == "DivFL" else "main"
+            for seed in (0, 1, 2):
+                T = 600 if m == "DivFL" else 200
+                acc = _ramp(cross + 3 * seed, T) + rng.normal(0, 0.002, T + 1)
+                loss = 1 / (1 + np.arange(T + 1) / 50) + rng.normal(0, 0.01 * (1 + (m == "DivFL") * 5 * (np.arange(T + 1) > 200)))
+                long += _rows(g, s, m, seed, acc, loss)
+                short += _rows(g, s, m, seed, acc[:201], loss[:201])
+    short, long = pd.DataFrame(short), pd.DataFrame(long)
+    cut = X.truncate(long, 200)
+    pd.testing.assert_frame_equal(cut, short)
+    for f in (lambda t: X.variability(t, start=100), lambda t: X.rounds_table(t, 0.9),
+              lambda t: X.smoothed_mean(t, "train_loss")):
+        pd.testing.assert_frame_equal(f(cut), f(short), check_exact=True)
+    var_long, var_short = X.variability(long, start=100), X.variability(short, start=100)
+    assert not np.allclose(var_long.fluctuation, var_short.fluctuation)       # the later rounds would enter
+    rt_long, rt_short = X.rounds_table(long, 0.9), X.rounds_table(short, 0.9)
+    d2 = (rt_short.method == "DivFL")
+    assert rt_short[d2]["rounds"].isna().all() and (rt_long[d2]["rounds"] > 200).all()   # crossings near 320
+    checks = lambda rt, var: [(c.what, c.verdict, c.ours) for c in X.claim_checks(rt, var, 200)]
+    assert checks(X.rounds_table(cut, 0.9), X.variability(cut, start=100)) == checks(rt_short, var_short)
+    assert any("DivFL" in w for w, _, _ in checks(rt_short, var_short))
+    with pytest.raises(ValueError, match="truncate"):
+        X.claim_checks(rt_long, var_short, 200)
+    with pytest.raises(ValueError, match="rounds must be an int"):
+        X.truncate(long, 200.0)
+
+
+def test_longer_divfl_run_starts_as_the_shorter_one():
+    """The engine's DivFL run of 12 rounds, cut to 6, is the run of 6 rounds (what truncation assumes)."""
+    out = {}
+    for T in (6, 12):
+        task = _tiny_task()
+        res = fl.run(task, X.algorithms(task, dict(k=2, rounds=T), ["DivFL", "random"]), seeds=[1], rounds=T, every=1)
+        t = res.tidy()
+        out[T] = t[t["metric"].isin(["test_acc", "train_loss"])].reset_index(drop=True)
+    assert out[12]["round"].max() == 12
+    pd.testing.assert_frame_equal(X.truncate(out[12], 6), out[6], check_exact=True)

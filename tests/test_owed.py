@@ -47,3 +47,11 @@ def test_progress_counts_the_store(tmp_path, monkeypatch):
     cpu = df[df.cpu_minutes > 0]                              # CPU work is labelled as such, not as GPU minutes
     assert (cpu.gpu_minutes == 0).all() and cpu.needs.str.contains("CPU").all()
     assert all(owed_item.cpu for owed_item in owed.ITEMS if owed_item.id in set(cpu.id))
+
+
+def test_hics_fmnist_paper_counts_its_18_runs(tmp_path, monkeypatch):
+    """18 runs (DivFL's 3 of setting (2) at 600 rounds among them), ~40 GPU minutes in all (the basis's sum)."""
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    item = next(it for it in owed.ITEMS if it.id == "hics-fmnist-paper")
+    assert item.progress() == (0, 18, pytest.approx(40.0))
+    assert "600" in item.item and "4.8e8" in item.basis

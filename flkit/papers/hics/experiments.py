@@ -10,11 +10,18 @@ alpha lists (1) {0.001, 0.002, 0.005, 0.01, 0.5}, (2) {0.001, 0.002, 0.005, 0.01
 13, order 3), and Table 1 counts the rounds until the smoothed test accuracy reaches 0.75.
 
 Profiles. ``paper``: the document's CNN (:func:`flkit.models.hics_fmnist_paper`), configured and runnable,
-not executed on the CPU (see :func:`paper_estimate`). ``reduced``: the same clients, sampling, epochs, batch
+not executed on the CPU (see :func:`paper_estimate`); its DivFL runs of Table 1's setting (2) train 600 rounds
+(``divfl_table1_rounds``), since the document's Table 1 gives DivFL 478 rounds to 0.75, beyond the 200 of its
+figures. ``reduced``: the same clients, sampling, epochs, batch
 and rounds with multinomial logistic regression (:func:`flkit.models.logreg`), DivFL with the same three seeds
 in setting (2) only (its ideal form trains all 50 clients every round, ten times the others' cost: about 5.4 CPU
 minutes per run with one thread), and a second learning rate for random and HiCS-FL in setting (2). ``smoke``:
 seconds.
+
+Horizons. Everything that compares methods over rounds (the figures, the training-loss fluctuation, the claim
+checks) reads the first ``rounds`` rounds of every run (:func:`truncate`); Table 1's rounds to a target
+(:func:`table1`, :func:`table1_checks`) read each run whole, and a method that does not reach the target is
+reported with its own horizon ("not reached in 600 rounds").
 
 Departures, all profiles: the document's "decreased every 10 iterations, with a decay factor 0.5" is not
 applied (constant :math:`\eta`; see :mod:`flkit.papers.hics.entropy`); inputs normalised (x - 0.5)/0.5 as
@@ -39,8 +46,9 @@ from flkit.papers import claims, settings
 from flkit.papers.hics import entropy as E
 from flkit.tasks import EngineTask
 
-__all__ = ["METHODS", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "SG", "PROFILES", "profile", "savgol", "rounds_to_target",
-           "make_task", "split_alphas", "algorithms", "run_job", "jobs", "sweep", "paper_estimate", "smoothed_mean",
+__all__ = ["METHODS", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "TABLE1_SETTING", "SG", "PROFILES", "profile", "savgol",
+           "rounds_to_target", "make_task", "split_alphas", "algorithms", "run_job", "jobs", "sweep", "client_trainings",
+           "paper_estimate", "truncate", "smoothed_mean",
            "rounds_table", "table1", "plot_metric", "variability", "claim_checks", "DOC_NAMES", "table1_checks", "SCORECARD",
            "scorecard_checks"]
 
@@ -48,16 +56,19 @@ METHODS = ("random", "pow-d", "CS", "DivFL", "HiCS-FL")
 DOC_TABLE1 = {"random": 149, "pow-d": 79, "CS": 114, "DivFL": 478, "HiCS-FL": 60}   # Table 1, FMNIST, setting (2)
 DOC_SPEEDUP = {"random": 1.0, "pow-d": 1.8, "CS": 1.3, "DivFL": 0.3, "HiCS-FL": 2.5}   # as printed in Table 1
 DOC_TARGET = 0.75
+TABLE1_SETTING = "(2)"                                                              # Table 1's FMNIST column
 SG = (13, 3)                                                                        # window, order (Sec. 4)
 
 _BASE = dict(clients=50, k=5, epochs=2, batch_size=64, rounds=200, settings=["(1)", "(2)", "(3)"],
-             divfl_settings=["(1)", "(2)", "(3)"], lr_setting="(2)", lr_alt=None, lr_alt_seeds=[])
+             divfl_settings=["(1)", "(2)", "(3)"], lr_setting="(2)", lr_alt=None, lr_alt_seeds=[],
+             divfl_table1_rounds=None)   # DivFL's rounds in Table 1's setting (None: ``rounds``)
 PROFILES = {
     "smoke": dict(_BASE, model="logreg", lr=0.01, clients=10, k=2, subset=4000, rounds=15, seeds=[0, 1],
                   divfl_seeds=[0], settings=["(2)"], divfl_settings=["(2)"], lr_alt=0.001, lr_alt_seeds=[0]),
     "reduced": dict(_BASE, model="logreg", lr=0.001, subset=None, seeds=[0, 1, 2], divfl_seeds=[0, 1, 2],
                     divfl_settings=["(2)"], lr_alt=0.01, lr_alt_seeds=[0]),
-    "paper": dict(_BASE, model="hics_fmnist_paper", lr=0.001, subset=None, seeds=[0, 1, 2], divfl_seeds=[0, 1, 2]),
+    "paper": dict(_BASE, model="hics_fmnist_paper", lr=0.001, subset=None, seeds=[0, 1, 2], divfl_seeds=[0, 1, 2],
+                  divfl_table1_rounds=600),     # Table 1: the document's DivFL needs 478 rounds
 }
 _MODELS = {"logreg": models.logreg, "hics_fmnist_paper": models.hics_fmnist_paper}
 
@@ -84,6 +95,10 @@ def profile(name: str, **overrides) -> dict:
             raise ValueError(f"{key} must be a number > 0, got {v!r}")
     if cfg["rounds"] < SG[0]:
         raise ValueError(f"rounds must be >= {SG[0]} (the Savitzky-Golay window), got {cfg['rounds']!r}")
+    v = cfg["divfl_table1_rounds"]
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < cfg["rounds"]):
+        raise ValueError(f"divfl_table1_rounds must be None (DivFL runs `rounds`) or an int >= rounds = "
+                         f"{cfg['rounds']}, got {v!r}")
     return cfg
 
 
@@ -160,20 +175,22 @@ def split_alphas(setting: str) -> list[float]:
 
 def jobs(cfg: dict) -> list[dict]:
     """The stored jobs of a profile: per (setting, seed) the four cheap methods; DivFL for its seeds and
-    settings; random and HiCS-FL at ``lr_alt`` in ``lr_setting``."""
+    settings, for ``divfl_table1_rounds`` rounds in :data:`TABLE1_SETTING` when that is set (else ``rounds``);
+    random and HiCS-FL at ``lr_alt`` in ``lr_setting``."""
     keys = ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset")
     base = dict(experiment="fmnist_training", **{k: cfg[k] for k in keys})
     out = []
 
-    def add(group, setting, seed, methods, lr):
-        out.append(dict(base, group=group, setting=setting, alphas=split_alphas(setting), seed=seed,
+    def add(group, setting, seed, methods, lr, rounds=cfg["rounds"]):
+        out.append(dict(base, rounds=rounds, group=group, setting=setting, alphas=split_alphas(setting), seed=seed,
                         methods=list(methods), lr=lr))
     for s in cfg["settings"]:
         for seed in cfg["seeds"]:
             add("main", s, seed, ["random", "pow-d", "CS", "HiCS-FL"], cfg["lr"])
     for s in cfg["divfl_settings"]:
         for seed in cfg["divfl_seeds"]:
-            add("divfl", s, seed, ["DivFL"], cfg["lr"])
+            long = s == TABLE1_SETTING and cfg["divfl_table1_rounds"] is not None
+            add("divfl", s, seed, ["DivFL"], cfg["lr"], cfg["divfl_table1_rounds"] if long else cfg["rounds"])
     if cfg["lr_alt"] is not None:
         for seed in cfg["lr_alt_seeds"]:
             add("lr_alt", cfg["lr_setting"], seed, ["random", "HiCS-FL"], cfg["lr_alt"])
@@ -185,11 +202,18 @@ def sweep(cfg: dict, data, store, executor=None) -> pd.DataFrame:
     return results.sweep(jobs(cfg), lambda j: run_job(j, data), store, progress=False, executor=executor)
 
 
+def client_trainings(cfg: dict) -> int:
+    """Client trainings (R local epochs each) of the jobs of ``cfg``, each job for its own rounds: K per round
+    for random, pow-d, CS and HiCS-FL; N + K for ideal DivFL, whose probe trains all N clients every round
+    before the K selected train again in the round's update (the same updates, keyed by seed, round, client)."""
+    K, N = cfg["k"], cfg["clients"]
+    return sum(j["rounds"] * (N + K if m == "DivFL" else K) for j in jobs(cfg) for m in j["methods"])
+
+
 def paper_estimate(data, cfg: dict, rounds: int = 2) -> pd.DataFrame:
     """Seconds per client training of ``cfg``'s model (the ``paper`` profile: the document's CNN), timed on
     ``rounds`` rounds of K clients' local training (seed 0, setting (2)), and the estimated hours of the
-    profile: its client trainings (K per round per run for random, pow-d, CS, HiCS-FL; N per round for ideal
-    DivFL, which trains every client) times that cost (evaluation and pow-d's loss probes not counted)."""
+    profile: its :func:`client_trainings` times that cost (evaluation and pow-d's loss probes not counted)."""
     part = E.make_partition(data.y_train.cpu().numpy(), cfg["clients"], E.FMNIST["lists"]["(2)"], 0)
     task = make_task(data, part, cfg)
     w = task.init_params([0])
@@ -200,13 +224,21 @@ def paper_estimate(data, cfg: dict, rounds: int = 2) -> pd.DataFrame:
         active[0, t * cfg["k"]:(t + 1) * cfg["k"]] = True
         task.client_updates(w, active, t, runs)
     per_client = (time.perf_counter() - tic) / (rounds * cfg["k"])
-    trainings = cfg["rounds"] * (4 * cfg["k"] * len(cfg["seeds"]) * len(cfg["settings"])
-                                 + cfg["clients"] * len(cfg["divfl_seeds"]) * len(cfg["divfl_settings"]))
+    trainings = client_trainings(cfg)
     vals = dict(seconds_per_client=per_client, client_trainings=trainings, hours=per_client * trainings / 3600)
     return pd.DataFrame({"round": 0, "metric": list(vals), "value": list(vals.values())})
 
 
 # ------------------------------------------------------------------------------------------ reading
+def truncate(table: pd.DataFrame, rounds: int) -> pd.DataFrame:
+    """The rows of rounds 0..``rounds``: every run cut to the common horizon of the figures and the claims (a
+    run of 600 rounds then reads as the same run of ``rounds``: no round's training depends on the horizon,
+    and smoothing sees only the kept rounds)."""
+    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 0:
+        raise ValueError(f"rounds must be an int >= 0, got {rounds!r}")
+    return table[table["round"] <= rounds].reset_index(drop=True)
+
+
 def smoothed_mean(table: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per (group, setting, method, round): the mean over seeds of the metric, its standard deviation over
     seeds (ddof=1; NaN for one seed), the Savitzky-Golay smoothed mean, and ``smoothed_std``: the standard
@@ -231,15 +263,20 @@ def rounds_table(table: pd.DataFrame, target: float) -> pd.DataFrame:
 def _cell(v: np.ndarray, T: int) -> str:
     done = v[np.isfinite(v)]
     if done.size == 0:
-        return f"not reached in {T}"
+        return f"not reached in {T} rounds"
     txt = f"{done.mean():.0f}" + (f" ± {done.std(ddof=1):.0f}" if done.size > 1 else "")
     return txt + (f" ({done.size} of {v.size} seeds)" if done.size < v.size else "")
 
 
-def table1(table: pd.DataFrame, target: float, rounds: int, setting: str = "(2)") -> pd.DataFrame:
+def table1(table: pd.DataFrame, target: float, setting: str = TABLE1_SETTING) -> pd.DataFrame:
     """Table 1's FMNIST column: rounds to 0.75 and speed-up vs random (the document's), beside ours to 0.75 and
-    to ``target`` (mean ± sd over seeds of the per-seed rounds; speed-up = random's mean / the method's)."""
-    rt = {tg: rounds_table(table[table["group"] != "lr_alt"], tg) for tg in (DOC_TARGET, target)}
+    to ``target`` (mean ± sd over seeds of the per-seed rounds; speed-up = random's mean / the method's). Each
+    run is read whole (not :func:`truncate`'d): DivFL's longer runs count a crossing after the others' last
+    round, and a method none of whose seeds reaches the target reads "not reached in T rounds", T its last
+    round."""
+    main = table[(table["group"] != "lr_alt") & (table["setting"] == setting)]
+    rt = {tg: rounds_table(main, tg) for tg in (DOC_TARGET, target)}
+    horizon = main.groupby("method")["round"].max()
     rows = []
     for m in METHODS:
         row = {"method": m, "document: rounds to 0.75": DOC_TABLE1[m],
@@ -247,7 +284,7 @@ def table1(table: pd.DataFrame, target: float, rounds: int, setting: str = "(2)"
         for tg, r in rt.items():
             v = r[(r.setting == setting) & (r.method == m)]["rounds"].to_numpy()
             base = r[(r.setting == setting) & (r.method == "random")]["rounds"].to_numpy()
-            row[f"ours: rounds to {tg:.3f}"] = _cell(v, rounds) if v.size else "n/a (not run)"
+            row[f"ours: rounds to {tg:.3f}"] = _cell(v, int(horizon[m])) if v.size else "n/a (not run)"
             ok = v.size and np.isfinite(v).all() and np.isfinite(base).all()
             row[f"ours: speed-up ({tg:.3f})"] = f"{base.mean() / v.mean():.1f}x" if ok else "n/a"
         rows.append(row)
@@ -283,7 +320,8 @@ def plot_metric(sm: pd.DataFrame, column: str, ylabel: str, title: str, group: s
 def variability(table: pd.DataFrame, start: int = 100) -> pd.DataFrame:
     """Per (setting, method, seed): the round-to-round fluctuation of the training loss, the standard deviation
     over rounds >= ``start`` of the loss minus its Savitzky-Golay smoothed curve (how far from smooth one run's
-    trajectory is), and the mean over rounds >= ``start`` of the loss (the main runs and DivFL's)."""
+    trajectory is), and the mean over rounds >= ``start`` of the loss (the main runs and DivFL's). Give it the
+    common horizon (:func:`truncate`): a longer run's later rounds would enter both numbers."""
     t = table[(table["metric"] == "train_loss") & table["group"].isin(["main", "divfl"])].sort_values("round")
     rows = []
     for (s, m, seed), d in t.groupby(["setting", "method", "seed"]):
@@ -297,9 +335,14 @@ def claim_checks(rt: pd.DataFrame, var: pd.DataFrame, rounds: int) -> list:
     """The text's claims (Sec. 4.1) per setting, on paired per-seed values with the book's rule: HiCS-FL reaches
     the target in fewer rounds than each of random, pow-d and CS, and DivFL where it ran with HiCS-FL's seeds
     (not reached counts as ``rounds`` + 1, a lower bound), has the smaller training-loss fluctuation, and its
-    speed-up over random is largest in setting (1)."""
+    speed-up over random is largest in setting (1). ``rt`` must come from the common horizon (:func:`truncate`
+    before :func:`rounds_table`): a round after ``rounds`` is refused."""
     out = []
     r = rt[rt.group.isin(["main", "divfl"])].copy()
+    late = r[r["rounds"] > rounds]
+    if len(late):
+        raise ValueError(f"rt has rounds to target after rounds = {rounds} ({late.iloc[0].to_dict()}); compute it on "
+                         f"truncate(table, {rounds}), the horizon common to every method")
     r["rounds"] = r["rounds"].fillna(rounds + 1)
 
     def vals(df, s, m, col):
@@ -326,12 +369,13 @@ def claim_checks(rt: pd.DataFrame, var: pd.DataFrame, rounds: int) -> list:
 DOC_NAMES = {"random": "Random", "pow-d": "pow-d (ideal)", "CS": "CS", "DivFL": "DivFL (ideal)", "HiCS-FL": "HiCS-FL"}
 
 
-def table1_checks(table: pd.DataFrame, setting: str = "(2)") -> dict:
+def table1_checks(table: pd.DataFrame, setting: str = TABLE1_SETTING) -> dict:
     """Table 1's FMNIST column (setting (2)) against the document's, one check per printed number, by document
     item: each method's per-seed rounds until the smoothed test accuracy reaches 0.75 against the document's
     rounds (threshold 0.5, its printed precision), and the per-seed speed-up (random's rounds / the method's,
     same seed) against the printed speed-up (threshold 0.05). A seed that never reaches 0.75 has no value; the
-    mean is over the seeds that do, and a method none of whose seeds reaches it is not testable at this scale."""
+    mean is over the seeds that do, and a method none of whose seeds reaches it is not testable at this scale.
+    Each run is read whole, as in :func:`table1` (DivFL's 600 rounds in the ``paper`` profile)."""
     r = rounds_table(table[table["group"] != "lr_alt"], DOC_TARGET)
     r = r[r["setting"] == setting]
     base = r[r["method"] == "random"].set_index("seed")["rounds"]
