@@ -127,7 +127,8 @@ def test_table1_ours_maps_classes_8_and_9_to_patterns_1_and_2():
     assert np.isnan(cmp.loc[(0.2, 0.3, "overall"), "ours"])                  # no run: NaN, not dropped
     wide = cvar.table1_wide(cmp)
     assert wide.loc[0.1, (0.1, "pattern 2")] == "71.00 ± 1.41 | 71.68 (-0.68)"
-    assert wide.loc[0.2, (0.3, "overall")] == "— | 86.17"
+    assert wide.loc[0.2, (0.3, "overall")] == "n/a (not run) | 86.17"
+    assert cvar.table1_wide(cmp, decimals=1).loc[0.1, (0.1, "pattern 2")] == "71.0 ± 1.4 | 71.7 (-0.7)"
     assert list(wide.columns) == [(a, q) for a in cvar.TABLE1_ALPHAS for q in cvar.QUANTITIES]
     # the claims read from it: pattern 2 at (0.1, 0.1) is 71.0, not above 71
     v = _verdicts(ours)

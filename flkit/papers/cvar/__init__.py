@@ -80,7 +80,9 @@ from flkit.papers.cvar.report import (METHOD_COLORS, METHOD_LABELS, MNIST_CLAIMS
                                rare_classes_2d, scorecard_fig2, scorecard_mnist, scorecard_table1, table1_compare,
                                table1_item, table1_ours, table1_reference, table1_wide, titled, TABLE1_CLAIMS,
                                MNIST_HORIZON_ITEM, mnist_metrics, mnist_slopes, run_slopes, confirm_causes,
-                               scorecard_causes, causes_table, causes_reading)
+                               scorecard_causes, causes_table, causes_reading,
+                               TABLE1_OWED, TABLE1_SHORT, in_words, span, table1_figure, table1_item_verdicts,
+                               table1_long, table1_statements, table1_words)
 
 __all__ = [
     # the objective
@@ -99,8 +101,9 @@ __all__ = [
     "table1_ours", "table1_compare", "table1_wide", "final_accuracies", "confirm_table1", "confirm_mnist",
     "confirm_fig2", "fig2_accuracy", "scorecard_fig2", "scorecard_mnist", "scorecard_table1", "table1_item",
     "TABLE1_CLAIMS", "MNIST_HORIZON_ITEM", "mnist_metrics", "mnist_slopes", "run_slopes", "confirm_causes",
-    "scorecard_causes", "causes_table", "causes_reading",
+    "scorecard_causes", "causes_table", "causes_reading", "TABLE1_OWED", "TABLE1_SHORT", "in_words", "span",
+    "table1_long", "table1_statements", "table1_words", "table1_item_verdicts",
     # figures
     "METHOD_LABELS", "METHOD_COLORS", "fig2", "mnist_figure", "curve_panel", "decision_regions", "rare_classes_2d",
-    "config_of", "titled",
+    "config_of", "titled", "table1_figure",
 ]

@@ -87,15 +87,64 @@ def table1_compare(ours: pd.DataFrame) -> pd.DataFrame:
 
 def table1_wide(cmp: pd.DataFrame, decimals: int = 2) -> pd.DataFrame:
     """The comparison laid out like the document's table: rows gamma, columns (alpha, quantity), each
-    cell "ours +- sd | doc (diff)"."""
+    cell "ours ± sd | document (difference)" in % (difference in points); "n/a" where we have no run of
+    the cell at this profile, no "± sd" where we have one seed."""
     def cell(r):
         if not np.isfinite(r["ours"]):
-            return f"— | {r['document']:.{decimals}f}"
-        return (f"{r['ours']:.{decimals}f} ± {r['ours sd']:.{decimals}f} | {r['document']:.{decimals}f} "
-                f"({r['difference']:+.{decimals}f})")
+            return f"n/a (not run) | {r['document']:.{decimals}f}"
+        sd = f" ± {r['ours sd']:.{decimals}f}" if np.isfinite(r["ours sd"]) else ""
+        return f"{r['ours']:.{decimals}f}{sd} | {r['document']:.{decimals}f} ({r['difference']:+.{decimals}f})"
     wide = cmp.assign(cell=cmp.apply(cell, axis=1)).pivot_table(
         index="gamma", columns=["alpha", "quantity"], values="cell", aggfunc="first")
     return wide.reindex(columns=[(a, q) for a in TABLE1_ALPHAS for q in QUANTITIES if (a, q) in wide.columns])
+
+
+def table1_long(cmp: pd.DataFrame, decimals: int = 2) -> pd.DataFrame:
+    """The comparison for reading, one row per number of the document's Table 1: γ, α, quantity, the
+    document's mean and ±, our mean and sd over seeds (all in %), the seeds, our difference (points), as
+    text rounded to `decimals`; "n/a" with the reason where a number is missing (a cell not run at this
+    profile; an sd of one seed)."""
+    def num(x, why, signed=False):
+        if not np.isfinite(x):
+            return f"n/a ({why})"
+        return f"{x:+.{decimals}f}" if signed else f"{x:.{decimals}f}"
+    out = pd.DataFrame({"γ": cmp["gamma"], "α": cmp["alpha"], "quantity": cmp["quantity"],
+                        "document (%)": [num(x, "") for x in cmp["document"]],
+                        "document ± (%)": [num(x, "") for x in cmp["document sd"]],
+                        "ours (%)": [num(x, "not run") for x in cmp["ours"]],
+                        "ours sd (%)": [num(x, "not run" if not np.isfinite(m) else "one seed")
+                                        for x, m in zip(cmp["ours sd"], cmp["ours"])],
+                        "seeds": [int(n) if np.isfinite(n) else 0 for n in cmp["n"].astype(float)],
+                        "ours − document (points)": [num(x, "not run", signed=True) for x in cmp["difference"]]})
+    return out
+
+
+def table1_figure(cmp: pd.DataFrame, title: str = ""):
+    """Table 1 as heat maps, rows overall and pattern 2, columns the document's and ours, one colour scale per
+    row; each cell labelled with its accuracy (%), "n/a" where we have no run of it."""
+    from flkit import plots
+    fig, grid = plots.figure(2, 2, row_height=2.8)
+    for row, q in enumerate(["overall", "pattern 2"]):
+        sel = cmp[cmp["quantity"] == q]
+        vmin, vmax = np.nanmin(sel[["document", "ours"]].to_numpy()), np.nanmax(sel[["document", "ours"]].to_numpy())
+        for col, who in enumerate(["document", "ours"]):
+            ax = grid[row, col]
+            m = sel.pivot(index="gamma", columns="alpha", values=who)
+            m = m[sorted(m.columns, reverse=True)]
+            im = ax.imshow(m.to_numpy(), cmap="viridis", aspect="auto", vmin=vmin, vmax=vmax)
+            ax.grid(False)
+            ax.set_xticks(range(m.shape[1]), [str(a) for a in m.columns])
+            ax.set_yticks(range(m.shape[0]), [str(g) for g in m.index])
+            ax.set_xlabel(r"$\alpha$")
+            ax.set_ylabel(r"$\gamma$")
+            for (i, j), v in np.ndenumerate(m.to_numpy()):
+                light = np.isfinite(v) and (v - vmin) > 0.6 * (vmax - vmin)  # dark text on the yellow end
+                ax.text(j, i, f"{v:.1f}" if np.isfinite(v) else "n/a", ha="center", va="center",
+                        color="k" if light else "w", fontsize=8.5)
+            ax.set_title(f"{q}: {who}")
+        fig.colorbar(im, ax=grid[row, :], label="test accuracy (%)")
+    fig.suptitle(title, fontsize=9.5)
+    return fig
 
 
 def _paired(what: str, a: np.ndarray, b: np.ndarray):
@@ -314,6 +363,134 @@ def scorecard_table1(ours: pd.DataFrame) -> dict[str, list]:
     out[TABLE1_CLAIMS["beats"]] = list(rd["beats"])
     out[TABLE1_CLAIMS["best"]] = [rd["best_check"]]
     return out
+
+
+# ------------------------------------------------------------------------------ Table 1 in words
+TABLE1_SHORT = {   # the statements of TABLE1_CLAIMS in a few words, for the page's prose
+    "rise": "pattern 2 rises from about 60 % (FedAvg) to over 71 % at (γ, α) = (0.1, 0.1)",
+    "p1": "pattern 1 improves over FedAvg too",
+    "harder": "pattern 2 is harder than pattern 1",
+    "beats": "overall accuracy improves as α → 0",
+    "best": "(γ, α) = (0.1, 0.1) performs best",
+}
+TABLE1_OWED = "cvar-table1-paper"   # the ledger item that runs Table 1 at the document's scale (flkit.owed)
+
+
+def in_words(names) -> str:
+    """"a", "a and b", "a, b and c"; "none" when there is no name."""
+    names = [str(n) for n in names]
+    if not names:
+        return "none"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def span(values, decimals: int = 1, signed: bool = False) -> str:
+    """The range of the finite `values` as text, "lo to hi" (one number when both round alike), rounded
+    to `decimals`, with a sign when `signed`; "n/a" when no value is finite."""
+    v = np.asarray(values, dtype=float).reshape(-1)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return "n/a"
+    sign = "+" if signed else ""
+    fmt = lambda x: f"{round(float(x), decimals) + 0.0:{sign}.{decimals}f}"  # noqa: E731 (+ 0.0: no "-0.0")
+    lo, hi = fmt(v.min()), fmt(v.max())
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def table1_statements(checks: Mapping[str, list]) -> pd.DataFrame:
+    """The document's five statements about Table 1 (`TABLE1_CLAIMS`), each with the verdict of the checks
+    `scorecard_table1` files under it, combined by the rule of `confirm_table1` (all confirmed: confirmed;
+    any contradicted: contradicted; else not testable at this scale). Columns: key, statement, verdict,
+    checks, confirmed, contradicted (the counts of its checks)."""
+    rows = []
+    for key, item in TABLE1_CLAIMS.items():
+        cs = list(checks.get(item, []))
+        if not cs:
+            raise ValueError(f"no check filed under {item!r}: pass the checks of scorecard_table1")
+        vs = [c.verdict for c in cs]
+        rows.append(dict(key=key, statement=TABLE1_SHORT[key], verdict=_combine(cs)[0], checks=len(cs),
+                         confirmed=vs.count("confirmed"), contradicted=vs.count("contradicted")))
+    return pd.DataFrame(rows)
+
+
+def _pp(x: float) -> str:
+    return span([x], signed=True)
+
+
+def table1_words(ours: pd.DataFrame, checks: Mapping[str, list]) -> dict:
+    """The values the page's "What we found" glues (plain str/int), from our per-seed Table 1
+    (`table1_ours`) and the page's checks (`scorecard_table1(ours)`). Keys:
+    gap_<q> (q = overall, p1, p2): the range over the cells of ours - document (points); gap_<q>_mean: its
+    mean; doc_spread_<q>: the document's largest minus smallest cell (points);
+    rare, rare_sd, doc_rare_sd: the range of our pattern 1 and 2 accuracies (%), of their sd over seeds, and
+    of the document's ± (points);
+    agree: "k of n" of the document's numbers that agree (the `claims.agree` checks); run: "k of 60" numbers
+    we have; below: "k of n" of ours below the document's;
+    v_<key>: the verdict of each statement (`table1_statements`); n_<v>, list_<v> (v = confirmed,
+    contradicted, untestable): how many and which;
+    the numbers behind each statement: <check>_d (paired difference, points), <check>_2se, <check>_verdict
+    for rise, level, p1, harder, best; the means fed_*, cell_* (%), best_cell, beats_* (counts and ranges);
+    pattern_2se: the range of 2 se of the three paired pattern checks."""
+    cmp = table1_compare(ours)
+    st = table1_statements(checks)
+    rd = _table1_reading(ours)
+    fed, cell = rd["fed"], rd["cell"]
+    out: dict = {}
+    for q, k in zip(QUANTITIES, ("overall", "p1", "p2")):
+        d = cmp.loc[cmp["quantity"] == q, "difference"]
+        out[f"gap_{k}"], out[f"gap_{k}_mean"] = span(d, signed=True), _pp(float(d.mean()))
+        doc = cmp.loc[cmp["quantity"] == q, "document"]
+        out[f"doc_spread_{k}"] = f"{doc.max() - doc.min():.1f}"
+    rare = cmp[cmp["quantity"] != "overall"]
+    out["rare"], out["rare_sd"] = span(rare["ours"], 0), span(rare["ours sd"], 0)
+    out["doc_rare_sd"] = span(rare["document sd"], 1)
+    agree = [c for item, cs in checks.items() if item.startswith("Table 1: ") for c in cs]
+    out["agree"] = f"{sum(c.verdict == 'agrees' for c in agree)} of {len(agree)}"
+    out["run"] = f"{int(np.isfinite(cmp['ours']).sum())} of {len(cmp)}"
+    out["below"] = f"{int((cmp['difference'] < 0).sum())} of {int(np.isfinite(cmp['difference']).sum())}"
+    for v, name in (("confirmed", "confirmed"), ("contradicted", "contradicted"),
+                    ("not testable at this scale", "untestable")):
+        sel = st[st["verdict"] == v]
+        out[f"n_{name}"], out[f"list_{name}"] = int(len(sel)), in_words(f"“{s}”" for s in sel["statement"])
+    for r in st.itertuples():
+        out[f"v_{r.key}"] = r.verdict
+    c = lambda key, i=0: checks[TABLE1_CLAIMS[key]][i]  # noqa: E731
+    for key, i, name in (("rise", 0, "rise"), ("rise", 1, "level"), ("p1", 0, "p1"), ("harder", 0, "harder"),
+                         ("best", 0, "best")):
+        out[f"{name}_d"], out[f"{name}_2se"] = _pp(c(key, i).ours), f"{c(key, i).margin:.1f}"
+        out[f"{name}_verdict"] = c(key, i).verdict
+    out["fed_p1"], out["fed_p2"] = f"{fed['pattern 1']:.1f}", f"{fed['pattern 2']:.1f}"
+    out["cell_p1"], out["cell_p2"] = f"{cell['pattern 1']:.1f}", f"{cell['pattern 2']:.1f}"
+    best, overall = rd["best"], rd["overall"]
+    out["best_cell"], out["best_overall"] = f"({best[0]}, {best[1]})", f"{overall[best]:.1f}"
+    out["cell_overall"], out["fed_overall"] = f"{cell['overall']:.1f}", f"{fed['overall']:.1f}"
+    beats = checks[TABLE1_CLAIMS["beats"]]
+    out["beats_means"] = f"{sum(overall[a] > fed['overall'] for a in rd['aware'])} of {len(rd['aware'])}"
+    out["beats_n"] = len(beats)
+    out["beats_confirmed"] = int(sum(b.verdict == "confirmed" for b in beats))
+    out["beats_contradicted"] = int(sum(b.verdict == "contradicted" for b in beats))
+    out["beats_2se"] = span([b.margin for b in beats])
+    out["beats_d"] = span([b.ours for b in beats], signed=True)
+    out["pattern_2se"] = span([c("rise").margin, c("p1").margin, c("harder").margin])
+    return out
+
+
+def table1_item_verdicts(checks: Mapping[str, list], profile: str, owed_paid: bool) -> str:
+    """The scorecard's verdict (`scorecard.verdict`, its rule unchanged) on each item the page's `checks`
+    are filed under, run at `profile`, with the ledger item `TABLE1_OWED` unpaid unless `owed_paid`:
+    the verdicts with their counts in words, e.g. "owed at the document's scale (65 of 65 items)"."""
+    from flkit.papers import scorecard
+    known = {it.id: it for it in scorecard.items("003")}
+    unknown = sorted(set(checks) - set(known))
+    if unknown:
+        raise ValueError(f"item id(s) {unknown} are not in flkit/papers/items/003.yaml")
+    unpaid = set() if owed_paid else {TABLE1_OWED}
+    got = []
+    for item, cs in checks.items():
+        frame = pd.DataFrame(scorecard.rows("003", {item: cs})).assign(profile=profile)
+        got.append(scorecard.verdict(known[item], frame, unpaid))
+    n = pd.Series(got).value_counts()
+    return in_words(f"{v} ({k} of {len(got)} items)" for v, k in n.items())
 
 
 MNIST_HORIZON_ITEM = "Setting (Sec. 4): 4000 global rounds for MNIST, curves read at their end"
