@@ -223,3 +223,52 @@ def test_epsilon_checks_rules():
     out = mifa.epsilon_checks(expo)
     assert [c.verdict for c in out["Convex table: epsilon-dependence of the complexities"]] == ["agrees", "differs"]
     assert [c.verdict for c in out["Non-convex table: epsilon-dependence of the complexities"]] == ["agrees", "differs"]
+
+
+def test_finding_words_follow_the_checks():
+    from flkit.papers import claims
+    item = "Question: can we speed things up with momentum?"
+    checks = {item: [
+        claims.holds("p=0.01: MIFAm: momentum speeds it up", False, "r"),
+        claims.holds("p=0.1: MIFAm: momentum speeds it up", True, "r"),
+        claims.holds("p=0.1: U-MIFAm: momentum speeds it up", True, "r"),
+        claims.compare("Fig. 2, p=0.1: MIFAm at its best beta 0.7", [2, 3, 4], [1, 2, 3]),
+        claims.compare("Fig. 1, p=0.01: MIFAm at its best beta 0.3", [1, 2, 3], [2, 3, 4]),
+        claims.compare("Fig. 3, p=0.5, beta=0.5: MIFAm at its best beta 0.8", [1, 2, 3], [1.1, 1.9, 3.0])]}
+    hold = mifa.outcomes(checks, item, "MIFAm: momentum")
+    assert hold == {0.01: "differs", 0.1: "agrees"}                 # the U-MIFAm check is not matched
+    paired = mifa.outcomes(checks, item, "MIFAm at its best")
+    assert paired == {0.1: "confirmed", 0.01: "contradicted", 0.5: "not testable at this scale"}
+    assert mifa.where(paired, hold) == [0.1] and mifa.where(paired, ok=("contradicted",)) == [0.01]
+    assert mifa.p_words([0.1], [0.01, 0.1, 0.5]) == "p = 0.1"
+    assert mifa.p_words([0.5, 0.01], [0.01, 0.1, 0.5]) == "p = 0.01 and 0.5"
+    assert mifa.p_words([0.01, 0.1, 0.5], [0.01, 0.1, 0.5]) == "every p" and mifa.p_words([], [0.1]) == "no p"
+    assert mifa.item_word(checks, item, "all", "none", "some") == "some"
+    assert mifa.item_word({item: checks[item][1:2]}, item, "all", "none") == "all"
+    assert mifa.check_word({"x": [claims.compare("a b", [1, 2], [1.1, 1.9])]}, "x", "a", "y", "n", "u") == "u"
+    assert mifa.and_list(["a", "b", "c"]) == "a, b and c" and mifa.and_list([]) == ""
+    with pytest.raises(ValueError, match="starts with"):
+        mifa.outcomes(checks, item, "FedAvg")
+    assert mifa.outcomes(checks, item, "FedAvg", required=False) == {} == mifa.outcomes(checks, "Fig. 9", "a", False)
+    with pytest.raises(ValueError, match="no checks under item"):
+        mifa.item_word(checks, "Fig. 9", "a", "b")
+
+
+def test_diverged_runs_and_claim_word():
+    import pandas as pd
+    df = pd.DataFrame([("umifa", 0, 1, 1.0), ("umifa", 0, 2, np.inf), ("umifa", 1, 1, 1.0), ("mifa", 0, 1, np.nan),
+                       ("umifa", 1, 1, np.inf)], columns=["method", "seed", "round", "value"]).assign(metric="gap")
+    assert mifa.diverged_runs(df, ["umifa"]) == (2, 2) and mifa.diverged_runs(df, ["mifa", "umifa"]) == (3, 3)
+    assert mifa.diverged_runs(df[df["value"] < 2], ["umifa"]) == (0, 2)
+    every = [0.01, 0.1, 0.5]
+    assert mifa.umifam_claim_word([], [0.01, 0.1], every) == "holds only in the SAGA-memory reading, and only at p = 0.01 and 0.1"
+    assert mifa.umifam_claim_word([], every, every) == "holds only in the SAGA-memory reading"
+    assert mifa.umifam_claim_word([], [], every) == "holds in neither reading"
+    assert mifa.umifam_claim_word([0.5], [], every) == "holds for U-MIFAm as written at p = 0.5"
+
+
+def test_momentum_answer():
+    every = [0.01, 0.1, 0.5]
+    assert mifa.momentum_answer([0.1, 0.5], every) == "Yes where enough clients participate"
+    assert mifa.momentum_answer([0.01, 0.1], every) == "Yes at p = 0.01 and 0.1"
+    assert mifa.momentum_answer(every, every) == "Yes, at every p" and mifa.momentum_answer([], every) == "No"

@@ -50,6 +50,7 @@ problems are small): the notebooks' ``device`` parameter is accepted and not use
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -978,3 +979,102 @@ def complexity_checks(slopes: pd.DataFrame, plateau: pd.DataFrame, plateau_slope
                      "second quarter's in every setting", ratio <= 0.5, "max ratio <= 1/2 (a term divided by T halves "
                      "when T doubles)", ours=ratio, reference=0.5)]
     return out
+
+
+# ================================================================================================
+# the pages' "What we found": words and numbers for the prose (glued), read from the pages' own checks
+# ================================================================================================
+OK = ("agrees", "confirmed")
+_P_PREFIX = re.compile(r"^(?:Fig\. \d+, )?p=([0-9.]+)(?:, [^:]*)?: (.*)$", re.S)
+
+
+def outcomes(checks: dict, item: str, starts: str, required: bool = True) -> dict[float, str]:
+    """{p: verdict} of the checks filed under `item` whose text is '[Fig. k, ]p=<p>[, ...]: <rest>' with
+    <rest> starting with `starts` (e.g. "MIFAm at its best beta", which "U-MIFAm at ..." does not match).
+    Raises ValueError when no check matches, so that a page's prose cannot silently refer to nothing;
+    with `required=False` (checks that exist only when the data allow them, such as the tuned-momentum
+    comparisons, which need a finite best beta) it returns {} instead."""
+    if item not in checks and not required:
+        return {}
+    if item not in checks:
+        raise ValueError(f"no checks under item {item!r}; items: {sorted(checks)}")
+    out = {}
+    for c in checks[item]:
+        m = _P_PREFIX.match(c.what)
+        if m and m.group(2).startswith(starts):
+            out[float(m.group(1))] = c.verdict
+    if not out and required:
+        raise ValueError(f"no check under {item!r} starts with {starts!r} after its 'p=...: ' prefix")
+    return out
+
+
+def p_words(ps, every) -> str:
+    """The p values `ps` in words for a sentence '... at <words>': "every p" when they are all of `every`,
+    "no p" when none, else "p = 0.1", "p = 0.1 and 0.5", "p = 0.01, 0.1 and 0.5"."""
+    ps = sorted(float(p) for p in ps)
+    if not ps:
+        return "no p"
+    if set(ps) == {float(p) for p in every}:
+        return "every p"
+    s = [f"{p:g}" for p in ps]
+    return "p = " + (s[0] if len(s) == 1 else ", ".join(s[:-1]) + " and " + s[-1])
+
+
+def where(verdicts: dict[float, str], *also: dict[float, str], ok=OK) -> list[float]:
+    """The p at which the verdict (and the verdict in every dict of `also`) is one of `ok`."""
+    return sorted(p for p, v in verdicts.items() if v in ok and all(a.get(p) in ok for a in also))
+
+
+def item_word(checks: dict, item: str, yes: str, no: str, partly: str | None = None) -> str:
+    """`yes` when every check under `item` agrees or is confirmed, `partly` (default `no`) when some do,
+    `no` when none does."""
+    if not checks.get(item):
+        raise ValueError(f"no checks under item {item!r}; items: {sorted(checks)}")
+    k = sum(c.verdict in OK for c in checks[item])
+    return yes if k == len(checks[item]) else (no if k == 0 or partly is None else partly)
+
+
+def check_word(checks: dict, item: str, starts: str, yes: str, no: str, unclear: str | None = None) -> str:
+    """The word for the one check under `item` whose text starts with `starts` (no 'p=' prefix needed):
+    `yes` when it agrees or is confirmed, `unclear` (default `no`) when not testable at this scale, else `no`."""
+    hits = [c for c in checks.get(item, []) if c.what.startswith(starts)]
+    if len(hits) != 1:
+        raise ValueError(f"{len(hits)} checks under {item!r} start with {starts!r}; expected exactly one")
+    v = hits[0].verdict
+    return yes if v in OK else (unclear if unclear is not None and v.startswith("not testable") else no)
+
+
+def and_list(words) -> str:
+    """'a', 'a and b', 'a, b and c' ('' for none)."""
+    words = list(words)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1] if words else ""
+
+
+def diverged_runs(df: pd.DataFrame, methods: Sequence[str], metric: str = "gap") -> tuple[int, int]:
+    """(runs declared diverged, runs) of `methods` in a page's tidy table: a run (method, seed) is diverged
+    when its `metric` is not finite at some recorded round."""
+    g = df[(df["metric"] == metric) & df["method"].isin(list(methods))]
+    bad = g.groupby(["method", "seed"])["value"].apply(lambda v: not np.isfinite(v.to_numpy(dtype=float)).all())
+    return int(bad.sum()), int(len(bad))
+
+
+def umifam_claim_word(as_written, saga, every) -> str:
+    """The verdict on "U-MIFAm works better in practice" in words, from the p at which U-MIFAm as written
+    wins (`as_written`) and at which the SAGA-memory reading wins (`saga`), out of the p of `every`."""
+    if as_written:
+        return f"holds for U-MIFAm as written at {p_words(as_written, every)}"
+    if not saga:
+        return "holds in neither reading"
+    where_ = "" if p_words(saga, every) == "every p" else f", and only at {p_words(saga, every)}"
+    return f"holds only in the SAGA-memory reading{where_}"
+
+
+def momentum_answer(ps, every) -> str:
+    """The answer to "Can we speed things up with momentum?" in words, from the p at which momentum speeds
+    up a momentum method (`ps`: at least one of those tested) out of the p of `every`."""
+    ps, every = sorted(float(p) for p in ps), sorted(float(p) for p in every)
+    if not ps:
+        return "No"
+    if ps == every:
+        return "Yes, at every p"
+    return "Yes where enough clients participate" if ps == every[-len(ps):] else f"Yes at {p_words(ps, every)}"
