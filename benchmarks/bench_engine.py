@@ -195,6 +195,25 @@ def main(argv=None):
           f"from its per-model rate on at most {seq_cap} models")
 
 
+def readable(df):
+    """The results `df` (rows as written by --out) for reading: throughputs in samples/s with thousands
+    separators, ratios and GiB to two and one digits, and "n/a" with the reason (out of memory, the time
+    budget, an error) where a path has no measurement."""
+    def reason(note) -> str:
+        note = note if isinstance(note, str) else ""
+        why = "out of memory" if "OOM" in note else "time budget" if "budget" in note else "error" if "error" in note else ""
+        return f"n/a ({why})" if why else "n/a"
+    out = df.copy().astype(object)
+    digits = {"vec/seq": "{:.1f}x", "vec/proxy": "{:.2f}x", "vec_GiB": "{:.1f}"}
+    for col in ("grouped", "vmap", "sequential", "proxy", "vec/seq", "vec/proxy", "vec_GiB"):
+        if col in df:
+            out[col] = [digits.get(col, "{:,.0f}").format(v) if v == v and v is not None else reason(n)
+                        for v, n in zip(df[col], df.get("note", [""] * len(df)))]
+    if "note" in df:
+        out["note"] = df["note"].fillna("")
+    return out.style.hide(axis="index")
+
+
 def format_row(row, header, first=False):
     def fmt(k):
         v = row.get(k)

@@ -22,7 +22,12 @@ TOLERANCE: dict[str, tuple[float, str]] = {
     # sum of the stored table, resynchronised every 100 rounds) now average the table each round, as the
     # dense path always did: the same arithmetic up to rounding (measured: 3.5e-14 relative in float64,
     # 6.8e-8 in float32); the quadratic runs of the dense path are still bit for bit.
-    "mifa_theory": (1e-12, "table averaged each round instead of a running sum (float64 rounding)"),
+    # The float64 MIFA cases also differ in the last digits between CPUs (the golden files were written on an
+    # Intel machine; on an AMD EPYC the BLAS kernels sum in another order: measured up to 2.5e-11 relative,
+    # on values near an optimum where subtraction cancels most digits).
+    "mifa_theory": (1e-9, "table averaged each round instead of a running sum, and the CPU's BLAS kernels "
+                          "(float64 rounding)"),
+    "mifa_nonconvex": (1e-9, "the CPU's BLAS kernels (float64 rounding)"),
     "mifa_logistic": (1e-6, "table averaged each round instead of a running sum (float32 rounding)"),
 }
 

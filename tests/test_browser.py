@@ -7,7 +7,8 @@ For each page of _toc.yml, at a 1280 x 1000 window and device scale 1, the page 
   * its math typeset by MathJax: every Sphinx math element holds a MathJax container, no TeX error, and no
     raw ``$...$``, ``$$``, ``\\(`` or ``\\[`` left in the visible text outside code;
   * no local path (/work/, /tmp/, /home/, /root/) and no ``Traceback`` anywhere in its visible text;
-  * every link to a file of the site resolving to a file of the build, and its #anchor to an id there.
+  * every link to a file of the site resolving to a file of the build, and its #anchor to an id there;
+  * no table cell reading NaN, nan, None or NaT (a table says "n/a" and why) or cut off by pandas ("...").
 A full-page screenshot of each page is written to results/tmp/screenshots/ (gitignored) for a person to
 look at; the test checks that it is a PNG of the window's width and not trivially small.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import html as html_lib
 import http.server
 import os
 import re
@@ -188,6 +190,18 @@ def text_problems(report: dict) -> list[str]:
     return out
 
 
+CELL = re.compile(r"<td[^>]*>(.*?)</td>", re.S)
+MISSING = re.compile(r"\s*(?:NaN|nan|None|NaT|<NA>)\s*")
+
+
+def table_problems(page_html: str) -> list[str]:
+    """Table cells that show a missing number as NaN/None or whose text pandas cut off with "..."."""
+    cells = [html_lib.unescape(re.sub(r"<[^>]+>", "", c)) for c in CELL.findall(page_html)]
+    out = [f"table cell shows {c.strip()!r}: write n/a and say why" for c in cells if MISSING.fullmatch(c)]
+    out += [f"table cell cut off: {c.strip()[-60:]!r}" for c in cells if c.rstrip().endswith(("...", "\u2026"))]
+    return _first(out)
+
+
 def screenshot_problems(png: Path) -> list[str]:
     data = png.read_bytes() if png.is_file() else b""
     if data[:8] != b"\x89PNG\r\n\x1a\n":
@@ -213,6 +227,7 @@ def page_problems(browser: Browser, base: str, html: Path, page: str, shot: Path
     problems += image_problems(report["images"])
     problems += text_problems(report)
     problems += link_problems(report["links"], base, html)
+    problems += table_problems((html / page).read_text(encoding="utf-8"))
     return problems + screenshot_problems(shot)
 
 
@@ -230,6 +245,7 @@ BAD_PAGE = r"""<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><ar
 <img src="wide.png" style="width: 500px"><img src="missing.png">
 <p><a href="nowhere.html">a</a> <a href="bad.html#nope">b</a> <a href="bad.html#here" id="here">c</a></p>
 <p>saved to /work/secret/run.csv</p><pre>Traceback (most recent call last)</pre>
+<table><tr><td>NaN</td><td>a claim that pandas cut off...</td><td>1.5</td></tr></table>
 <script>console.error("boom")</script>""" + "<p>filler</p>" * 200 + "</article></body></html>"
 
 
@@ -246,4 +262,5 @@ def test_checks_catch_a_bad_page(browser, tmp_path):
     assert kinds == sorted(["console", "console", "image did not load", "image shown at 500 of 800 px (< 75%; its "
                             "text is too small)", "MathJax none on page (1 math elements)", "math not typeset",
                             "raw math in text", "raw math in text", "raw math in text", "'/work/' in page text",
-                            "'Traceback' in page text", "broken link", "broken anchor"]), "\n".join(problems)
+                            "'Traceback' in page text", "broken link", "broken anchor", "table cell shows 'NaN'",
+                            "table cell cut off"]), "\n".join(problems)

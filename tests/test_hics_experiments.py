@@ -44,9 +44,10 @@ def test_profiles():
 def test_jobs_of_reduced_profile():
     js = X.jobs(X.profile("reduced"))
     groups = pd.Series([j["group"] for j in js]).value_counts().to_dict()
-    assert groups == {"main": 9, "divfl": 3, "lr_alt": 1}
+    assert groups == {"main": 9, "divfl": 9, "lr_alt": 1}
     assert all(j["methods"] == ["random", "pow-d", "CS", "HiCS-FL"] and j["lr"] == 0.001 for j in js if j["group"] == "main")
-    assert [(j["setting"], j["seed"]) for j in js if j["group"] == "divfl"] == [("(2)", 0), ("(2)", 1), ("(2)", 2)]
+    assert [(j["setting"], j["seed"]) for j in js if j["group"] == "divfl"] == [(s, i) for s in ("(1)", "(2)", "(3)")
+                                                                              for i in (0, 1, 2)]
     assert len({str(sorted(j.items())) for j in js}) == len(js)
     assert X.split_alphas("(3)") == [0.001] * 5
     assert X.split_alphas("(1)") == [0.001, 0.002, 0.005, 0.01, 0.5]
@@ -57,7 +58,7 @@ def test_reduced_jobs_are_the_stored_ones():
     from flkit import results
     store = results.book_store("hics")
     js = X.jobs(X.profile("reduced"))
-    assert len(js) == 13 and all(store.done(j) for j in js)
+    assert len(js) == 19 and all(store.done(j) for j in js)
     assert all(j["rounds"] == 200 for j in js)
 
 
@@ -151,6 +152,27 @@ def test_claim_checks_include_divfl_only_with_hics_seeds():
     assert len(whats) == 2 * 3 * 2 + 2 + 1
     short = rt[~((rt.method == "DivFL") & (rt.seed > 0))]                 # DivFL with one seed: left out
     assert not any("DivFL" in c.what for c in X.claim_checks(short, vr[~((vr.method == "DivFL") & (vr.seed > 0))], 200))
+
+
+def test_claim_words_group_checks_by_claim_and_baseline():
+    rows, var = [], []
+    for s in ("(1)", "(2)", "(3)"):
+        for m, base in (("random", 50), ("pow-d", 120), ("CS", 90), ("HiCS-FL", 60)):
+            for seed in (0, 1, 2):
+                rows.append(dict(group="main", setting=s, method=m, seed=seed, rounds=float(base + seed)))
+                var.append(dict(setting=s, method=m, seed=seed, fluctuation=0.01 * base + 0.001 * seed * (m == "CS")))
+    checks = X.claim_checks(pd.DataFrame(rows), pd.DataFrame(var), 200)
+    assert X.claim_words(checks, "confirmed") == (
+        "HiCS-FL reaches the target sooner than pow-d in settings (1), (2) and (3); HiCS-FL reaches the target "
+        "sooner than CS in settings (1), (2) and (3); its training loss fluctuates less than pow-d's in settings (1), "
+        "(2) and (3); its training loss fluctuates less than CS's in settings (1), (2) and (3)")
+    assert X.claim_words(checks, "contradicted") == (
+        "HiCS-FL reaches the target sooner than random in settings (1), (2) and (3); its training loss fluctuates "
+        "less than random's in settings (1), (2) and (3)")
+    assert X.claim_words(checks, "not testable at this scale") == (
+        "HiCS-FL's speed-up over random larger in setting (1) than in (2); "
+        "HiCS-FL's speed-up over random larger in setting (1) than in (3)")
+    assert X.claim_words([], "confirmed") == "none"
 
 
 def _ramp(cross: int, rounds: int) -> np.ndarray:

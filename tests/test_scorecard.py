@@ -232,3 +232,17 @@ def test_holds_and_spread():
     assert claims.holds("x", False, "exact", ours=1.0, reference=2.0).verdict == "differs"
     c = claims.compare("a >= b", [3.0, 4.0, 5.0], [1.0, 1.0, 1.0])
     assert c.verdict == "confirmed" and c.spread == pytest.approx(1 / math.sqrt(3))
+
+
+def test_checks_table_for_reading_has_no_nan_and_no_cut_text():
+    """claims.styled: 'n/a' for a missing number, '±' for ours' standard error, the full text of every cell."""
+    long = "a claim whose wording is much longer than pandas' fifty-character cell limit, to the last word"
+    cs = [claims.holds(long, True, "exact criterion"),
+          claims.Check("y", "agrees", 1.23456, 2.0, 0.5, "r", 0.012)]
+    html = claims.styled(cs).to_html()
+    assert not re.search(r"\bnan\b", html, re.IGNORECASE)
+    assert long in html and "to the last word" in html
+    assert html.count("n/a") == 3                                    # ours, reference, margin of the first
+    assert "1.235 ± 0.012" in html and ">2<" in html and ">0.5<" in html
+    with pytest.raises(ValueError, match="unknown column"):
+        claims.styled(cs, ["what", "no such"])

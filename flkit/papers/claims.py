@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["RULE", "Check", "se", "agree", "compare", "close", "holds", "frame", "summary"]
+__all__ = ["RULE", "Check", "se", "agree", "compare", "close", "holds", "frame", "styled", "summary", "number"]
 
 RULE = ("agrees when |ours - document| <= 2 combined standard errors (ours over seeds, the document's ± as an "
         "sd over its seeds), else within a stated threshold where a side has no spread")
@@ -122,6 +122,33 @@ def holds(what: str, ok: bool, rule: str, *, ours: float = math.nan, reference: 
 def frame(checks: Iterable[Check]) -> pd.DataFrame:
     """The page's table of checks."""
     return pd.DataFrame([asdict(c) for c in checks])
+
+
+def number(x, spread=None, na: str = "n/a") -> str:
+    """`x` to 4 significant digits, "± spread" appended where there is one; `na` for a missing number."""
+    if x is None or (isinstance(x, (float, np.floating)) and not math.isfinite(x)):
+        return na
+    text = f"{x:.4g}"
+    if spread is not None and math.isfinite(spread) and spread > 0:
+        text += f" ± {spread:.2g}"
+    return text
+
+
+def styled(checks, columns: Iterable[str] = ("what", "verdict", "ours", "reference", "margin", "rule")):
+    """The page's table of checks, for reading: the `columns` asked for, full text (no cell cut off), numbers
+    to 4 significant digits, "ours" with its standard error over seeds ("±") where it has one, and "n/a"
+    where a check has no such number (an exact criterion has no margin, a one-sided claim no reference)."""
+    df = checks if isinstance(checks, pd.DataFrame) else frame(checks)
+    columns = list(columns)
+    unknown = [c for c in columns if c not in df.columns]
+    if unknown:
+        raise ValueError(f"unknown column(s) {unknown}; a check has {list(df.columns)}")
+    view = df[columns].copy()
+    spread = df["spread"] if "spread" in df else pd.Series(math.nan, index=df.index)
+    for c in ("ours", "reference", "margin"):
+        if c in view:
+            view[c] = [number(x, s if c == "ours" else None) for x, s in zip(df[c], spread)]
+    return view.style.hide(axis="index")
 
 
 def summary(checks: Iterable[Check]) -> str:

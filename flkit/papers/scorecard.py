@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from flkit.papers import claims
 from flkit.papers.claims import Check
 
 __all__ = ["DOCUMENTS", "VERDICTS", "Item", "items", "record", "collect", "page_checks", "verdict", "table",
@@ -162,7 +163,7 @@ def record(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str,
               f"confirmed, over {df['item'].nunique()} items of document {doc}.")
         view = df[["item", "what", "verdict", "ours", "reference"]].copy()
         for c in ("ours", "reference"):
-            view[c] = [_fmt(x) or "n/a" for x in view[c]]
+            view[c] = [claims.number(x) for x in view[c]]
         display(view.style.hide(axis="index"))
         print("Rules applied:\n" + "\n".join(f"- {r}" for r in dict.fromkeys(df["rule"])))
     return df
@@ -222,12 +223,7 @@ def verdict(item: Item, checks: pd.DataFrame, unpaid: frozenset[str] | set[str] 
 
 
 def _fmt(x, spread=None) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return ""
-    s = f"{x:.4g}"
-    if spread is not None and isinstance(spread, float) and math.isfinite(spread) and spread > 0:
-        s += f" ± {spread:.2g}"
-    return s
+    return claims.number(x, spread if isinstance(spread, float) else None, na="")
 
 
 def table(book: Path = BOOK) -> pd.DataFrame:
