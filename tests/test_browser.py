@@ -8,7 +8,9 @@ For each page of _toc.yml, at a 1280 x 1000 window and device scale 1, the page 
     raw ``$...$``, ``$$``, ``\\(`` or ``\\[`` left in the visible text outside code;
   * no local path (/work/, /tmp/, /home/, /root/) and no ``Traceback`` anywhere in its visible text;
   * every link to a file of the site resolving to a file of the build, and its #anchor to an id there;
-  * no table cell reading NaN, nan, None or NaT (a table says "n/a" and why) or cut off by pandas ("...").
+  * no table cell reading NaN, nan, None or NaT (a table says "n/a" and why) or cut off by pandas ("...");
+  * output-table cells padded (numbers of neighbouring cells do not run together) and short values (a number,
+    "mean ± sd") kept on one line (_static/book.css and book.js).
 A full-page screenshot of each page is written to results/tmp/screenshots/ (gitignored) for a person to
 look at; the test checks that it is a PNG of the window's width and not trivially small.
 
@@ -87,6 +89,12 @@ PAGE_JS = r"""(async () => {
     prose,
     text: document.body.innerText,
     links: [...document.querySelectorAll("a[href]")].map(a => a.href),
+    // output-table cells whose numbers could run into the next cell's, or whose short value may break
+    cramped: [...document.querySelectorAll("div.cell_output table td")].filter(td => {
+      const cs = getComputedStyle(td);
+      return parseFloat(cs.paddingLeft) + parseFloat(cs.paddingRight) < 6
+             || (td.textContent.trim().length <= 24 && cs.whiteSpace !== "nowrap");
+    }).map(td => td.textContent.trim().slice(0, 40)),
   };
 })()"""
 
@@ -184,6 +192,7 @@ def text_problems(report: dict) -> list[str]:
     out += _first([f"TeX error: {e!r}" for e in report["tex_errors"]])
     out += _first([f"raw math in text: {m.group(0)[:80]!r} in {chunk.strip()[:120]!r}"
                    for chunk in report["prose"] for m in RAW_MATH.finditer(chunk)])
+    out += _first([f"output-table cell without room or broken across lines: {c!r}" for c in report["cramped"]])
     text = report["text"]
     out += _first([f"{m.group(0)!r} in page text: {text[max(0, m.start() - 60):m.end() + 60]!r}"
                    for m in LOCAL_PATH.finditer(text)])
@@ -246,6 +255,7 @@ BAD_PAGE = r"""<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><ar
 <p><a href="nowhere.html">a</a> <a href="bad.html#nope">b</a> <a href="bad.html#here" id="here">c</a></p>
 <p>saved to /work/secret/run.csv</p><pre>Traceback (most recent call last)</pre>
 <table><tr><td>NaN</td><td>a claim that pandas cut off...</td><td>1.5</td></tr></table>
+<div class="cell_output"><table><tr><td style="padding: 1px">0.9</td><td style="padding: 1px">9</td></tr></table></div>
 <script>console.error("boom")</script>""" + "<p>filler</p>" * 200 + "</article></body></html>"
 
 
@@ -263,4 +273,5 @@ def test_checks_catch_a_bad_page(browser, tmp_path):
                             "text is too small)", "MathJax none on page (1 math elements)", "math not typeset",
                             "raw math in text", "raw math in text", "raw math in text", "'/work/' in page text",
                             "'Traceback' in page text", "broken link", "broken anchor", "table cell shows 'NaN'",
-                            "table cell cut off"]), "\n".join(problems)
+                            "table cell cut off", "output-table cell without room or broken across lines",
+                            "output-table cell without room or broken across lines"]), "\n".join(problems)

@@ -283,15 +283,15 @@ def status_table(t: pd.DataFrame) -> str:
     lacks: the data that cannot be obtained here and the GPU minutes owed (from :mod:`flkit.owed`)."""
     from flkit import owed
     c = counts(t)
-    head = ("| Document | Chapter | Items | Reproduced | Partly | Not reproduced | Owed at the document's scale | "
-            "Not executable here | Not attempted yet |")
-    lines = [head, "|" + "---|" * 9]
+    # one narrow column per verdict (the scorecard page names them in full), the document linked to its chapter
+    head = "| Document | Items | Reproduced | Partly | Not reproduced | Owed | Not executable | Not attempted |"
+    lines = [head, "|---|" + "--:|" * 7]
     for d in DOCUMENTS:
         meta = document(d)
-        chap = f"{{doc}}`{meta['chapter']}/index`" if meta.get("chapter") else "no chapter yet"
+        name = f"{d} {meta.get('short', '')}".strip()
+        doc = f"{{doc}}`{name} <{meta['chapter']}/index>`" if meta.get("chapter") else f"{name} (no chapter yet)"
         r = c.loc[d]
-        lines.append(f"| {d} {meta.get('short', '')} | {chap} | {r['items']} | " +
-                     " | ".join(str(int(r[v])) for v in VERDICTS) + " |")
+        lines.append(f"| {doc} | {r['items']} | " + " | ".join(str(int(r[v])) for v in VERDICTS) + " |")
     ledger = owed.frame()
     lines.append("")
     for d in DOCUMENTS:
