@@ -24,6 +24,7 @@ cvar_2d                2-64-C, ReLU (+ authors' zero init / softmax quirks as fl
 hics_fmnist            3 conv blocks with PReLU + BatchNorm, fc 3136-64-10               229,709
 hics_fmnist_paper      2 conv blocks (5x5) with PReLU + BatchNorm, drop .2, fc 512-10     31,724
 hics_cifar10           FedAvg-paper CNN, dropout .2, fc 1024-64-10                       122,570
+hics_cifar100          as hics_cifar10 with 100 outputs                                  128,420
 mifa_cnn_cifar10       conv3-32 / conv32-64 (5x5, ReLU, pool2), fc 1600-512-10           878,538
 cafed_cnn_cifar10      conv3-32 / conv32-64 (5x5, ReLU, pool2), fc 1600-2048-10        3,353,034
 logreg(in_dim, C)      one linear layer (MIFA l2-logistic: 784 -> 10)                 7,850
@@ -43,7 +44,7 @@ __all__ = [
     "Net", "build", "NAMES", "count_parameters",
     "fedau_svhn", "fedau_cifar10", "fedau_cifar100", "fedau_cinic10", "fedau_fmnist",
     "cvar_mlp", "cvar_lenet", "cvar_2d", "hics_fmnist", "hics_fmnist_paper", "hics_cifar10",
-    "mifa_cnn_cifar10", "cafed_cnn_cifar10", "logreg", "linear",
+    "hics_cifar100", "mifa_cnn_cifar10", "cafed_cnn_cifar10", "logreg", "linear",
 ]
 
 
@@ -204,6 +205,14 @@ def hics_cifar10(num_classes: int = 10, dropout: float = 0.2) -> Net:
                nn.Linear(1024, 64), nn.ReLU(), nn.Linear(64, num_classes), init="hics")
 
 
+def hics_cifar100(num_classes: int = 100, dropout: float = 0.2) -> Net:
+    """The HiCS-FL document's CIFAR-100 network: appendix 6.1.1 gives CIFAR10 and CIFAR100 one description
+    ("three 3x3-convolutional layers and two 2x2-maxpooling layers ..., followed by two fully-connected
+    layers; dimension of the hidden layer was 64"), so :func:`hics_cifar10`'s layers with 100 outputs. The
+    authors' public code (CityChan/HiCS-FL@25f309d) has no CIFAR-100 network or configuration."""
+    return hics_cifar10(num_classes, dropout)
+
+
 # --------------------------------------------------------------------------------------- MIFA, CA-Fed
 def mifa_cnn_cifar10(num_classes: int = 10) -> Net:
     """MIFA ``cnn`` (hmgxr128/MIFA_code@c1099d9 ``src/models/model.py::TwoConvOneFc``): conv3-32 (5x5),
@@ -234,7 +243,8 @@ def linear(in_dim: int = 10, out_dim: int = 1, bias: bool = True) -> Net:
 
 _BUILDERS = {f.__name__: f for f in (
     fedau_svhn, fedau_cifar10, fedau_cifar100, fedau_cinic10, fedau_fmnist, cvar_mlp, cvar_lenet, cvar_2d,
-    hics_fmnist, hics_fmnist_paper, hics_cifar10, mifa_cnn_cifar10, cafed_cnn_cifar10, logreg, linear)}
+    hics_fmnist, hics_fmnist_paper, hics_cifar10, hics_cifar100, mifa_cnn_cifar10, cafed_cnn_cifar10, logreg,
+    linear)}
 _ALIASES = {  # the spellings used in the team's API note
     "fedau_cnn_svhn": "fedau_svhn", "fedau_cnn_cifar10": "fedau_cifar10", "fedau_cnn_cifar100": "fedau_cifar100",
     "fedau_cnn_cinic10": "fedau_cinic10", "fedau_cnn_fmnist": "fedau_fmnist", "hics_cnn_fmnist": "hics_fmnist",

@@ -65,6 +65,16 @@ def _hics_fmnist() -> tuple[int, int]:
     return sum(store.done(j) for j in js), len(js)
 
 
+def _hics_cifar(name: str) -> Callable[[], tuple[int, int]]:
+    def count():
+        from flkit import results
+        from flkit.papers.hics import experiments
+        store = results.book_store(experiments.store_name(name))
+        js = experiments.jobs(experiments.profile(name))
+        return sum(store.done(j) for j in js), len(js)
+    return count
+
+
 def _hics_fig6() -> tuple[int, int]:
     from flkit import results
     from flkit.papers.hics import dissimilarity
@@ -120,6 +130,36 @@ ITEMS = [
          "former 3.2e8), 27 min at ~300k samples/s, the engine's rate for a small CNN on an H100 "
          "(results/benchmarks/engine_h100.csv); evaluation: 60,000 + 10,000 images each round of each run and "
          "method, 7.5e8 forward passes at about a third of a training sample's cost, 14 min; ~41 min in all"),
+    # CIFAR (document 004, Sec. 4.1, appendix 6.1): FedProx with Adam, the document's 3-conv CNN; the same
+    # kind of count as hics-fmnist-paper, at ~200k samples/s: the engine benchmark's grouped rate for this
+    # CNN on an H100 is 266k samples/s with 25 stacked models and 379k with 100 (plain SGD, B = 64,
+    # results/benchmarks/engine_h100.csv); a round stacks K = 10-20 (DivFL's probe 60-120), and Adam + the
+    # prox term add work. Evaluation: 60,000 images every round of every run and method, pow-d's probe
+    # 50,000 every pow-d round, at a third of a training sample's cost.
+    Owed("hics-cifar10-paper", "004", "CIFAR-10 training comparison (FedProx mu = 0.1 with Adam, 50 clients, "
+         "10 per round, 500 rounds): Figs. 3, 4(b), 15, 16 and Table 1's CIFAR-10 column (3 alpha settings x 5 "
+         "methods x 3 seeds); in setting (2) random, pow-d, CS and DivFL run 1500 rounds to measure Table 1's "
+         "898-1417 rounds to 0.6", "book/hics/index",
+         "python scripts/hics_sweep.py paper-cifar10 --device cuda", _hics_cifar("paper-cifar10"), 188 / 21,
+         "training: 720,000 client trainings of 2 epochs x 1,000 images = 1.44e9 samples (random, pow-d, CS, "
+         "HiCS-FL: 10 clients a round, 500 rounds in settings (1) and (3), 1500 in setting (2) but HiCS-FL's 500; "
+         "DivFL trains all 50 clients every round plus the 10 selected: 60 x (6 runs x 500 + 3 runs x 1500 "
+         "rounds)), 120 min at ~200k samples/s (the engine benchmark's grouped rate for this CNN on an H100, "
+         "results/benchmarks/engine_h100.csv: 266k samples/s with 25 stacked models); evaluation: 60,000 images "
+         "in each of 34,500 run-method rounds, 2.1e9 forward passes at a third of a training sample's cost, "
+         "58 min; pow-d's loss probe, 50,000 images in 7,500 rounds, 10 min; ~188 min in all",
+         needs="the CIFAR-10 files"),
+    Owed("hics-cifar100-paper", "004", "CIFAR-100 training comparison (FedProx mu = 0.1 with Adam, 100 clients, "
+         "20 per round, 1000 rounds): Figs. 5, 17 and Table 1's CIFAR-100 column (the document's 2 alpha settings "
+         "x 5 methods x 3 seeds); DivFL in setting (2) runs 1400 rounds to measure Table 1's 1345 rounds to 0.3",
+         "book/hics/index", "python scripts/hics_sweep.py paper-cifar100 --device cuda",
+         _hics_cifar("paper-cifar100"), 172 / 12,
+         "training: 1,344,000 client trainings of 2 epochs x 500 images = 1.34e9 samples (random, pow-d, CS, "
+         "HiCS-FL: 20 clients a round, 1000 rounds, 2 settings x 3 seeds; DivFL trains all 100 clients every "
+         "round plus the 20 selected: 120 x (3 runs x 1000 + 3 runs x 1400 rounds)), 112 min at ~200k samples/s "
+         "(as hics-cifar10-paper); evaluation: 60,000 images in each of 31,200 run-method rounds, 1.9e9 forward "
+         "passes at a third of a training sample's cost, 52 min; pow-d's loss probe, 50,000 images in 6,000 "
+         "rounds, 8 min; ~172 min in all", needs="the CIFAR-100 files"),
     Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
          "client in every round) with the document's CNN; the theory page runs logistic regression",
          "book/hics/theory", "python scripts/hics_fig6.py --model hics_fmnist_paper --device cuda", _hics_fig6, 30.0,

@@ -35,8 +35,9 @@ class EngineTask:
     (``split_by="name"``). Local work: ``steps`` minibatches of
     ``batch_size`` drawn independently (FedAU's "I local iterations", `engine.sample_batches`) or
     ``epochs`` passes over the client's data (`engine.epoch_batches`, short last batch padded).
-    backend: "engine" (`engine.local_train`: plain or momentum SGD, weight decay, FedProx, any objective
-    written for one model) or "fast" (`engine.FastSGD`: plain SGD, a batched objective, in-place updates,
+    backend: "engine" (`engine.local_train`: plain or momentum SGD, or Adam with ``opt="adam"`` (torch's
+    defaults; fresh moments every round, no optimiser state is kept between rounds), weight decay, FedProx,
+    any objective written for one model) or "fast" (`engine.FastSGD`: plain SGD, a batched objective, in-place updates,
     CUDA graphs and fused kernels on a GPU). extras: per-run scalars trained beside the model and passed
     to the objective (e.g. a CVaR threshold), or constants when their step size in ``extras_lr`` is 0.
     The update is the pseudo-gradient :math:`\Delta = x - y` (divided by the local step size when
@@ -57,6 +58,7 @@ class EngineTask:
     steps: int | None = None
     epochs: int | None = None
     local_lr: float = 0.1
+    opt: str = "sgd"
     momentum: float = 0.0
     weight_decay: float = 0.0
     prox_mu: float = 0.0
@@ -89,6 +91,10 @@ class EngineTask:
             raise ValueError(f"split_by must be 'seed' or 'name', got {self.split_by!r}")
         if self.backend not in ("engine", "fast"):
             raise ValueError(f"backend must be 'engine' or 'fast', got {self.backend!r}")
+        if self.opt not in ("sgd", "adam"):
+            raise ValueError(f"opt must be 'sgd' or 'adam', got {self.opt!r}")
+        if self.backend == "fast" and self.opt != "sgd":
+            raise ValueError("backend='fast' runs plain SGD (opt='sgd'); use backend='engine' for Adam")
         if self.backend == "fast" and self.steps is not None:
             raise ValueError("backend='fast' trains epochs (give epochs=, not steps=)")
         splits = self.clients if isinstance(self.clients, dict) else {None: self.clients}
@@ -188,7 +194,7 @@ class EngineTask:
         self.steps_done += int(batches.shape[1])
         if self.backend == "engine":
             new, _ = engine.local_train(self.model, params, self.x, self.y, batches, lr=self._lr(lr),
-                                        momentum=self.momentum, weight_decay=self.weight_decay,
+                                        opt=self.opt, momentum=self.momentum, weight_decay=self.weight_decay,
                                         prox_mu=self.prox_mu, objective=self.objective, steps=steps,
                                         vectorized=self.vectorized)
             return new

@@ -1,14 +1,17 @@
-"""Run the stored jobs of the HiCS-FL Fashion-MNIST training page (flkit.papers.hics.experiments) outside
-the notebook, then re-execute the page to read them.
+"""Run the stored jobs of the HiCS-FL training pages (flkit.papers.hics.experiments) outside the
+notebook, then re-execute the page to read them.
 
     python scripts/hics_sweep.py reduced --part 0 --of 2 &      # CPU: two processes, one thread each
     python scripts/hics_sweep.py reduced --part 1 --of 2
     python scripts/hics_sweep.py paper --device cuda            # the document's CNN (a GPU)
+    python scripts/hics_sweep.py paper-cifar10 --device cuda    # CIFAR-10 (needs the CIFAR-10 files)
+    python scripts/hics_sweep.py paper-cifar100 --device cuda   # CIFAR-100 (needs the CIFAR-100 files)
 
-Each process runs every ``of``-th job (DivFL's first, the longest: the paper profile's Table 1 setting at 600
-rounds, then the others) into the book's store (``results/hics``;
-``results/tmp/hics`` for smoke), one CSV + JSON per job, skipping the stored ones: a stopped sweep resumes
-at the job level.
+Each process runs every ``of``-th job (DivFL's first, the longest: the Table 1 setting's long runs, then
+the others) into the book's store (``results/hics`` for Fashion-MNIST, ``results/hics_cifar10``,
+``results/hics_cifar100``; under ``results/tmp/`` for the smoke profiles), one CSV + JSON per job, skipping
+the stored ones: a stopped sweep resumes at the job level. The data set is the profile's (``$FLKIT_DATA``
+or ``<repo>/data``, see flkit.datasets).
 """
 from __future__ import annotations
 
@@ -45,8 +48,8 @@ def main(argv=None) -> int:
     cfg = X.profile(args.profile)
     order = sorted(X.jobs(cfg), key=lambda j: (j["group"] != "divfl", -j["rounds"]))
     mine = order[args.part::args.of]
-    store = results.book_store("hics" if args.profile != "smoke" else "tmp/hics")
-    data = datasets.load("fashion-mnist", device=resolve_device(args.device))
+    store = results.book_store(X.store_name(args.profile))
+    data = datasets.load(cfg["dataset"], device=resolve_device(args.device))
     results.sweep(mine, lambda j: X.run_job(j, data), store, progress=True, desc=f"part {args.part}")
     return 0
 

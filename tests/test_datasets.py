@@ -66,7 +66,9 @@ def make_mnist(root, monkeypatch, cls=tvd.MNIST, n=(12, 7)):
     return raw, data
 
 
-def make_cifar(root, monkeypatch, cls=tvd.CIFAR10):
+def make_cifar(root, monkeypatch, cls=tvd.CIFAR10, per_file=None):
+    """CIFAR pickles in torchvision's layout under root; ``per_file``: images in every batch file (default: a
+    few, different per file)."""
     folder = root / cls.base_folder
     folder.mkdir(parents=True)
     k = 10 if cls is tvd.CIFAR10 else 100
@@ -76,7 +78,7 @@ def make_cifar(root, monkeypatch, cls=tvd.CIFAR10):
     for split, files in (("train", cls.train_list), ("test", cls.test_list)):
         parts = []
         for j, (fname, _) in enumerate(files):
-            m = k + 3 if k == 100 else 4 + j
+            m = per_file or (k + 3 if k == 100 else 4 + j)
             x, y = images(m, 3, 32, 32, 10 * j + len(split)), labels(m, k, 10 * j + len(split))
             with open(folder / fname, "wb") as f:  # rows: 1024 R, 1024 G, 1024 B values, as in the official files
                 pickle.dump({"data": x.reshape(m, 3072), key: y.tolist(), "filenames": [""] * m}, f)

@@ -1,6 +1,7 @@
-"""HiCS-FL FMNIST training page (flkit.papers.hics.experiments): profiles, smoothing, rounds to target, the
-five methods through fl.run."""
+"""HiCS-FL training comparisons (flkit.papers.hics.experiments): profiles (Fashion-MNIST, CIFAR-10, CIFAR-100),
+smoothing, rounds to target, the five methods through fl.run, the CIFAR smoke profile end to end on fake files."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -256,3 +257,153 @@ def test_longer_divfl_run_starts_as_the_shorter_one():
         out[T] = t[t["metric"].isin(["test_acc", "train_loss"])].reset_index(drop=True)
     assert out[12]["round"].max() == 12
     pd.testing.assert_frame_equal(X.truncate(out[12], 6), out[6], check_exact=True)
+
+
+# ------------------------------------------------------------------------------------------ CIFAR-10 / CIFAR-100
+_CIFAR_KEYS = {"dataset", "opt", "prox_mu", "temperature", "gamma0"}
+_FMNIST_KEYS = ["experiment", "model", "clients", "k", "epochs", "batch_size", "rounds", "subset", "group", "setting",
+                "alphas", "seed", "methods", "lr"]
+
+
+def test_cifar_profiles_are_the_documents():
+    """Sec. 4.1 and appendix 6.1: FedProx (mu 0.1) with Adam, eta 0.001, R = 2, B = 64, 20% of the clients."""
+    from flkit.datasets import PAPER_STATS
+    c10, c100 = X.profile("paper-cifar10"), X.profile("paper-cifar100")
+    for c in (c10, c100):
+        assert (c["opt"], c["prox_mu"], c["lr"], c["epochs"], c["batch_size"], c["temperature"]) == \
+            ("adam", 0.1, 0.001, 2, 64, 0.0015)
+        assert c["seeds"] == c["divfl_seeds"] == [0, 1, 2] and c["lr_alt"] is None and c["subset"] is None
+    assert (c10["dataset"], c10["model"], c10["clients"], c10["k"], c10["rounds"], c10["gamma0"]) == \
+        ("cifar10", "hics_cifar10", 50, 10, 500, 4.0)
+    assert (c100["dataset"], c100["model"], c100["clients"], c100["k"], c100["rounds"], c100["gamma0"]) == \
+        ("cifar100", "hics_cifar100", 100, 20, 1000, 2.0)
+    assert c10["settings"] == ["(1)", "(2)", "(3)"] and c100["settings"] == ["(1)", "(2)"]   # the document's lists
+    assert X.split_alphas("(1)", "cifar10") == [0.001, 0.01, 0.1, 0.5, 1.0]
+    assert X.split_alphas("(3)", "cifar10") == [0.001, 0.002, 0.005, 0.01, 0.1]
+    assert X.split_alphas("(2)", "cifar100") == [0.001, 0.005, 0.01, 0.1, 1.0]
+    assert X.DATASETS["cifar10"]["norm"] == PAPER_STATS[("hics", "cifar10")] == X.DATASETS["cifar100"]["norm"]
+    count = lambda name: models.count_parameters(models.build(name))
+    assert count("hics_cifar100") - count("hics_cifar10") == 90 * 65     # 90 more outputs of the 64-wide layer
+    assert {n: X.store_name(n) for n in X.PROFILES} == {
+        "smoke": "tmp/hics", "reduced": "hics", "paper": "hics", "paper-cifar10": "hics_cifar10",
+        "paper-cifar100": "hics_cifar100", "smoke-cifar10": "tmp/hics_cifar10"}
+
+
+def test_jobs_of_cifar_profiles():
+    js = X.jobs(X.profile("paper-cifar10"))
+    # per setting x seed one main job; setting (2) splits it: random, pow-d, CS at 1500 rounds, HiCS-FL at 500
+    assert len(js) == 3 * 3 + 3 + 3 * 3
+    assert all(set(j) == set(_FMNIST_KEYS) | _CIFAR_KEYS and j["dataset"] == "cifar10" for j in js)
+    assert all(j["experiment"] == "cifar10_training" and (j["opt"], j["prox_mu"]) == ("adam", 0.1) for j in js)
+    main = [(j["setting"], j["seed"], tuple(j["methods"]), j["rounds"]) for j in js if j["group"] == "main"]
+    assert main == [(s, i, m, T) for s in ("(1)", "(2)", "(3)") for i in (0, 1, 2) for m, T in (
+        [(("random", "pow-d", "CS"), 1500), (("HiCS-FL",), 500)] if s == "(2)"
+        else [(("random", "pow-d", "CS", "HiCS-FL"), 500)])]
+    div = [(j["setting"], j["seed"], j["rounds"]) for j in js if j["group"] == "divfl"]
+    assert div == [(s, i, 1500 if s == "(2)" else 500) for s in ("(1)", "(2)", "(3)") for i in (0, 1, 2)]
+    # every method runs at least as long as the document's Table 1 says it needs (HiCS-FL within its 500)
+    for name in ("paper-cifar10", "paper-cifar100"):
+        cfg = X.profile(name)
+        doc = X.DOC_TABLE1_CIFAR[cfg["dataset"]]["rounds"]
+        longest = {m: max(j["rounds"] for j in X.jobs(cfg) if m in j["methods"] and j["setting"] == "(2)")
+                   for m in X.METHODS}
+        assert all(longest[m] >= doc[m] for m in X.METHODS) and longest["HiCS-FL"] == cfg["rounds"]
+    js = X.jobs(X.profile("paper-cifar100"))
+    assert len(js) == 2 * 3 + 2 * 3 and {j["dataset"] for j in js} == {"cifar100"}
+    assert all(j["methods"] == ["random", "pow-d", "CS", "HiCS-FL"] and j["rounds"] == 1000
+               for j in js if j["group"] == "main")
+    div = [(j["setting"], j["rounds"]) for j in js if j["group"] == "divfl"]
+    assert div == [("(1)", 1000)] * 3 + [("(2)", 1400)] * 3
+    assert all(j["gamma0"] == 2.0 and j["clients"] == 100 and j["k"] == 20 for j in js)
+    # the owed-work ledger's counts (flkit/owed.py): K per round, N + K for DivFL
+    assert X.client_trainings(X.profile("paper-cifar10")) == \
+        (6 * 4 * 500 + 3 * 3 * 1500 + 3 * 500) * 10 + (6 * 500 + 3 * 1500) * 60 == 720_000
+    assert X.client_trainings(X.profile("paper-cifar100")) == 6 * 4 * 1000 * 20 + (3 * 1000 + 3 * 1400) * 120 \
+        == 1_344_000
+
+
+def test_fmnist_jobs_keep_their_stored_configs():
+    """The results store keys runs by config: Fashion-MNIST jobs carry none of the CIFAR keys."""
+    for name in ("smoke", "reduced", "paper"):
+        for j in X.jobs(X.profile(name)):
+            assert list(j) == _FMNIST_KEYS and j["experiment"] == "fmnist_training"
+    assert X.jobs(X.profile("reduced", table1_rounds=13)) == X.jobs(X.profile("reduced"))   # not above rounds
+    adam = X.jobs(X.profile("smoke", opt="adam", prox_mu=0.1))        # an override is part of the config
+    assert all(set(j) == {*_FMNIST_KEYS, "opt", "prox_mu"} and (j["opt"], j["prox_mu"]) == ("adam", 0.1) for j in adam)
+
+
+_DATASETS = "['cifar10', 'cifar100', 'fashion-mnist']"
+
+
+@pytest.mark.parametrize("call,value,allowed", [
+    (lambda: X.profile("paper", dataset="svhn"), "'svhn'", _DATASETS),
+    (lambda: X.profile("paper-cifar11"), "'paper-cifar11'", "'paper-cifar10', 'paper-cifar100'"),
+    (lambda: X.split_alphas("(1)", "cifar-10"), "'cifar-10'", _DATASETS),
+    (lambda: X.split_alphas("(3)", "cifar100"), "'(3)'", "['(1)', '(2)']"),
+    (lambda: X.profile("paper-cifar100", settings=["(3)"]), "['(3)']", "['(1)', '(2)']"),
+    (lambda: X.profile("paper-cifar10", opt="rmsprop"), "'rmsprop'", "'sgd' or 'adam'"),
+    (lambda: X.profile("paper-cifar10", prox_mu=-0.1), "-0.1", ">= 0"),
+    (lambda: X.profile("paper-cifar10", table1_rounds=5), "5", "an int >= 13"),
+    (lambda: X.profile("paper-cifar100", model="hics_cifar10"), "'hics_cifar10'", "['hics_cifar100']"),
+])
+def test_bad_cifar_input_is_one_line(call, value, allowed):
+    with pytest.raises(ValueError) as e:
+        call()
+    msg = str(e.value)
+    assert "\n" not in msg and value in msg and allowed in msg
+
+
+def test_engine_task_trains_with_adam_and_the_prox_term():
+    """EngineTask(opt="adam", prox_mu=...) gives engine.local_train's Adam + FedProx update."""
+    from flkit import engine
+    task = _tiny_task()
+    task.opt, task.prox_mu = "adam", 0.1
+    w = task.init_params([0])
+    runs = fl.Runs([0], torch.tensor([0.05]), ["x"])
+    active = torch.zeros(1, 10, dtype=torch.bool)
+    active[0, 3] = True
+    _, delta, local = task.client_updates(w, active, 0, runs)
+    batches, steps = task.batches(0, 0, 3)
+    ref, _ = engine.local_train(task.model, task.unflatten(w), task.x, task.y, batches, lr=0.05, steps=steps,
+                                opt="adam", prox_mu=0.1)
+    torch.testing.assert_close(local, task.flatten(ref))
+    sgd, _ = engine.local_train(task.model, task.unflatten(w), task.x, task.y, batches, lr=0.05, steps=steps)
+    assert not torch.allclose(local, task.flatten(sgd))
+    with pytest.raises(ValueError, match="opt must be"):
+        EngineTask(models.logreg(4, 3), task.x, task.y, task.clients, task.x_test, task.y_test, batch_size=8,
+                   epochs=1, opt="rmsprop")
+    with pytest.raises(ValueError, match="plain SGD"):
+        EngineTask(models.logreg(4, 3), task.x, task.y, task.clients, task.x_test, task.y_test, batch_size=8,
+                   epochs=1, opt="adam", backend="fast")
+
+
+def test_smoke_cifar10_end_to_end(tmp_path, monkeypatch):
+    """scripts/hics_sweep.py smoke-cifar10 on tiny CIFAR-10 files in torchvision's on-disk format: every method
+    has test_acc and train_loss rows for every round of its job, in the profile's own store folder."""
+    import importlib.util
+
+    from test_datasets import make_cifar
+
+    from flkit import datasets, results
+    make_cifar(tmp_path / "data", monkeypatch, per_file=20)            # 100 training, 20 test images
+    monkeypatch.setenv("FLKIT_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "results"))
+    path = Path(__file__).resolve().parents[1] / "scripts" / "hics_sweep.py"
+    spec = importlib.util.spec_from_file_location("hics_sweep", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["smoke-cifar10"]) == 0
+    cfg = X.profile("smoke-cifar10")
+    store = results.book_store("tmp/hics_cifar10")
+    assert (tmp_path / "results" / "tmp" / "hics_cifar10").is_dir()
+    js = X.jobs(cfg)
+    assert {m for j in js for m in j["methods"]} == set(X.METHODS) and all(store.done(j) for j in js)
+    for j in js:
+        t = store.load(j)
+        for m in j["methods"]:
+            for metric in ("test_acc", "train_loss"):
+                d = t[(t.method == m) & (t.metric == metric)]
+                assert sorted(d["round"]) == list(range(j["rounds"] + 1)) and np.isfinite(d["value"]).all()
+    fmnist = datasets.Dataset("fashion-mnist", *[torch.zeros(1)] * 4, [])
+    with pytest.raises(ValueError, match="job of dataset 'cifar10' given data of 'fashion-mnist'"):
+        X.run_job(js[0], fmnist)

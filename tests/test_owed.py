@@ -55,3 +55,16 @@ def test_hics_fmnist_paper_counts_its_19_runs(tmp_path, monkeypatch):
     item = next(it for it in owed.ITEMS if it.id == "hics-fmnist-paper")
     assert item.progress() == (0, 19, pytest.approx(41.0))
     assert "600" in item.item and "4.9e8" in item.basis
+
+
+@pytest.mark.parametrize("name,runs,minutes,data", [("hics-cifar10-paper", 21, 188.0, "CIFAR-10"),
+                                                    ("hics-cifar100-paper", 12, 172.0, "CIFAR-100")])
+def test_hics_cifar_items_count_their_runs(tmp_path, monkeypatch, name, runs, minutes, data):
+    """The CIFAR comparisons: their profiles' jobs in their own store folders, and the data they need."""
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    item = next(it for it in owed.ITEMS if it.id == name)
+    assert item.progress() == (0, runs, pytest.approx(minutes))
+    assert item.needs == f"the {data} files" and not item.cpu and item.document == "004"
+    assert item.command == f"python scripts/hics_sweep.py paper-{name.split('-')[1]} --device cuda"
+    df = owed.frame()
+    assert df.set_index("id").loc[name, "needs"] == f"the {data} files"

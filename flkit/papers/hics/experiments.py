@@ -27,6 +27,28 @@ Departures, all profiles: the document's "decreased every 10 iterations, with a 
 applied (constant :math:`\eta`; see :mod:`flkit.papers.hics.entropy`); inputs normalised (x - 0.5)/0.5 as
 the authors' code; one partition per seed, shared by the five methods.
 
+CIFAR-10 and CIFAR-100 (Sec. 4.1, appendix 6.1; Figs. 3, 4(b), 15, 16 and Table 1's CIFAR-10 column; Figs.
+5, 17 and its CIFAR-100 column), configured and runnable (profiles ``paper-cifar10``, ``paper-cifar100``;
+``smoke-cifar10``: seconds, for the tests), not executed here (no CIFAR files; flkit.owed lists them):
+FedProx (:math:`\mu` = 0.1, appendix 6.1.2) with Adam (torch's defaults, fresh moments every round),
+:math:`\eta` = 0.001, R = 2, B = 64; CIFAR-10: N = 50 in five groups of 10, K = 10 (20%), 500 rounds, the
+alpha lists (1)-(3) of :data:`flkit.papers.hics.entropy.CIFAR10`, :math:`\gamma^0` = 4; CIFAR-100: N = 100 in
+five groups of 20, K = 20, 1000 rounds, lists (1)-(2) of :data:`~flkit.papers.hics.entropy.CIFAR100` (the
+document has two), :math:`\gamma^0` = 2; both: T = 0.0015 (:data:`flkit.papers.hics.theory.CIFAR_T`),
+:math:`\lambda` = 0.1, M = K, pow-d with d = N, DivFL ideal; the document's CNN of three 3x3 convolutions
+and two linear layers (:func:`flkit.models.hics_cifar10`, :func:`~flkit.models.hics_cifar100`); inputs
+normalised with the code's CIFAR-10 statistics (``flkit.datasets.PAPER_STATS[("hics", "cifar10")]``; the
+code has no CIFAR-100, whose inputs take the same). Table 1's CIFAR rounds lie beyond the figures' horizons
+(CIFAR-10: random 898, pow-d 1037, CS 748, DivFL 1417 rounds to 0.6 with 500-round figures; CIFAR-100: DivFL
+1345 rounds to 0.3 with 1000): in setting (2) random, pow-d and CS run ``table1_rounds`` (a job of their
+own) and DivFL the largest of ``rounds``, ``table1_rounds`` and ``divfl_table1_rounds``; HiCS-FL, whose
+annealing :math:`\gamma^t` reads the horizon, keeps ``rounds`` (the document's HiCS-FL reaches the targets at
+123 and 336 rounds). The authors' code (CityChan/HiCS-FL@25f309d ``configs/*.json``, ``server/*.py``; CIFAR-10
+only) differs: one local epoch, FedProx :math:`\mu` = 0.5 (hard-coded), T = 0.001 (0.0015 in setting (3)),
+:math:`\lambda` = 10, per-client Adam state kept across rounds, one partition seed (42); we keep the document's
+values. Fashion-MNIST jobs have no ``dataset`` key (nor the other CIFAR keys unless overridden): their stored
+configs stay as they are.
+
 Training loss (Figs. 4(a), 13): the global model's mean cross-entropy over the union of the clients'
 training data, :math:`F(\theta^t) = \sum_k n_k F_k(\theta^t)/\sum_k n_k` (every training image belongs to a
 client); its standard deviation (Fig. 14) is taken over seeds, round by round.
@@ -42,12 +64,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import aggregate, fl, models, results, sample
+from flkit import aggregate, datasets, fl, models, results, sample
 from flkit.papers import claims, settings
 from flkit.papers.hics import entropy as E
+from flkit.papers.hics.theory import CIFAR_T
 from flkit.tasks import EngineTask
 
-__all__ = ["METHODS", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "TABLE1_SETTING", "SG", "PROFILES", "profile", "savgol",
+__all__ = ["METHODS", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "DOC_TABLE1_CIFAR", "TABLE1_SETTING", "SG", "DATASETS",
+           "PROFILES", "profile", "store_name", "savgol",
            "rounds_to_target", "make_task", "split_alphas", "algorithms", "run_job", "jobs", "sweep", "client_trainings",
            "paper_estimate", "truncate", "smoothed_mean",
            "rounds_table", "table1", "plot_metric", "variability", "claim_checks", "DOC_NAMES", "table1_checks", "SCORECARD",
@@ -57,12 +81,32 @@ METHODS = ("random", "pow-d", "CS", "DivFL", "HiCS-FL")
 DOC_TABLE1 = {"random": 149, "pow-d": 79, "CS": 114, "DivFL": 478, "HiCS-FL": 60}   # Table 1, FMNIST, setting (2)
 DOC_SPEEDUP = {"random": 1.0, "pow-d": 1.8, "CS": 1.3, "DivFL": 0.3, "HiCS-FL": 2.5}   # as printed in Table 1
 DOC_TARGET = 0.75
-TABLE1_SETTING = "(2)"                                                              # Table 1's FMNIST column
+TABLE1_SETTING = "(2)"                                                              # Table 1's columns
 SG = (13, 3)                                                                        # window, order (Sec. 4)
+# Table 1's CIFAR columns (setting (2)): target accuracy, rounds to it, speed-up over random, as printed
+DOC_TABLE1_CIFAR = {
+    "cifar10": dict(target=0.6, rounds={"random": 898, "pow-d": 1037, "CS": 748, "DivFL": 1417, "HiCS-FL": 123},
+                    speedup={"random": 1.0, "pow-d": 0.9, "CS": 1.2, "DivFL": 0.6, "HiCS-FL": 7.3}),
+    "cifar100": dict(target=0.3, rounds={"random": 549, "pow-d": 770, "CS": 530, "DivFL": 1345, "HiCS-FL": 336},
+                     speedup={"random": 1.0, "pow-d": 0.71, "CS": 1.03, "DivFL": 0.4, "HiCS-FL": 1.63})}
+# per data set: the alpha lists, the stored jobs' experiment name, the input normalisation (mean, std)
+DATASETS = {
+    "fashion-mnist": dict(lists=E.FMNIST["lists"], experiment="fmnist_training", norm=E.NORM),
+    "cifar10": dict(lists=E.CIFAR10["lists"], experiment="cifar10_training",
+                    norm=datasets.PAPER_STATS[("hics", "cifar10")]),
+    "cifar100": dict(lists=E.CIFAR100["lists"], experiment="cifar100_training",     # the code has no CIFAR-100:
+                     norm=datasets.PAPER_STATS[("hics", "cifar10")]),                 # its CIFAR-10 statistics
+}
+_CIFAR_KEYS = ("dataset", "opt", "prox_mu", "temperature", "gamma0")   # job keys of the CIFAR jobs only
 
-_BASE = dict(clients=50, k=5, epochs=2, batch_size=64, rounds=200, settings=["(1)", "(2)", "(3)"],
+_BASE = dict(dataset="fashion-mnist", opt="sgd", prox_mu=0.0, temperature=None, gamma0=None,   # None: HiCS's own
+             clients=50, k=5, epochs=2, batch_size=64, rounds=200, settings=["(1)", "(2)", "(3)"],
              divfl_settings=["(1)", "(2)", "(3)"], lr_setting="(2)", lr_alt=None, lr_alt_seeds=[],
-             divfl_table1_rounds=None)   # DivFL's least rounds in Table 1's setting (None: ``rounds``)
+             divfl_table1_rounds=None,   # DivFL's least rounds in Table 1's setting (None: ``rounds``)
+             table1_rounds=None)         # random, pow-d, CS (and DivFL) least rounds there (None: ``rounds``)
+# appendix 6.1: FedProx mu = 0.1 with Adam, eta = 0.001 (the code: mu = 0.5, one local epoch), R = 2, B = 64
+_CIFAR = dict(_BASE, opt="adam", prox_mu=0.1, temperature=CIFAR_T, lr=0.001, subset=None, seeds=[0, 1, 2],
+              divfl_seeds=[0, 1, 2])
 PROFILES = {
     "smoke": dict(_BASE, model="logreg", lr=0.01, clients=10, k=2, subset=4000, rounds=15, seeds=[0, 1],
                   divfl_seeds=[0], settings=["(2)"], divfl_settings=["(2)"], lr_alt=0.001, lr_alt_seeds=[0]),
@@ -71,8 +115,21 @@ PROFILES = {
     "paper": dict(_BASE, model="hics_fmnist_paper", lr=0.001, subset=None, seeds=[0, 1, 2], divfl_seeds=[0, 1, 2],
                   lr_alt=0.01, lr_alt_seeds=[0],   # the literal rate beside ten times larger, as on the page
                   divfl_table1_rounds=600),     # Table 1: the document's DivFL needs 478 rounds
+    # Sec. 4.1: 50 clients, 20% per round, 500 rounds; Table 1 needs up to 1417 rounds (DivFL), 1037 (pow-d)
+    "paper-cifar10": dict(_CIFAR, dataset="cifar10", model="hics_cifar10", clients=50, k=10, rounds=500, gamma0=4.0,
+                          table1_rounds=1500),
+    # Sec. 4.1: 100 clients, 20% per round, two alpha settings, 1000 rounds, gamma0 = 2; DivFL: 1345 in Table 1
+    "paper-cifar100": dict(_CIFAR, dataset="cifar100", model="hics_cifar100", clients=100, k=20, rounds=1000,
+                           gamma0=2.0, settings=["(1)", "(2)"], divfl_settings=["(1)", "(2)"],
+                           divfl_table1_rounds=1400),
+    # seconds on the tests' fake files (a few images per client): every method, the split Table 1 jobs
+    "smoke-cifar10": dict(_CIFAR, dataset="cifar10", model="hics_cifar10", clients=10, k=2, subset=4000, rounds=13,
+                          batch_size=16, gamma0=4.0, seeds=[0], divfl_seeds=[0], settings=["(2)"],
+                          divfl_settings=["(2)"], table1_rounds=14),
 }
-_MODELS = {"logreg": models.logreg, "hics_fmnist_paper": models.hics_fmnist_paper}
+_MODELS = {"logreg": models.logreg, "hics_fmnist_paper": models.hics_fmnist_paper, "hics_cifar10": models.hics_cifar10,
+           "hics_cifar100": models.hics_cifar100}
+_FITS = {"fashion-mnist": ("logreg", "hics_fmnist_paper"), "cifar10": ("hics_cifar10",), "cifar100": ("hics_cifar100",)}
 
 
 def profile(name: str, **overrides) -> dict:
@@ -80,28 +137,52 @@ def profile(name: str, **overrides) -> dict:
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
     cfg = settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, f"hics experiments profile {name!r}")
+    if cfg["dataset"] not in DATASETS:
+        raise ValueError(f"unknown dataset {cfg['dataset']!r}; choose one of {sorted(DATASETS)}")
+    lists = DATASETS[cfg["dataset"]]["lists"]
     if cfg["model"] not in _MODELS:
         raise ValueError(f"model must be one of {sorted(_MODELS)}, got {cfg['model']!r}")
+    if cfg["model"] not in _FITS[cfg["dataset"]]:
+        raise ValueError(f"model {cfg['model']!r} does not take {cfg['dataset']}; "
+                         f"choose one of {list(_FITS[cfg['dataset']])}")
     if cfg["clients"] % 5 or cfg["clients"] < 5:
         raise ValueError(f"clients must be a positive multiple of 5 (five alpha groups), got {cfg['clients']!r}")
     if not 1 <= cfg["k"] <= cfg["clients"]:
         raise ValueError(f"k must be in [1, clients = {cfg['clients']}], got {cfg['k']!r}")
     for key in ("settings", "divfl_settings"):
-        if any(s not in E.FMNIST["lists"] for s in cfg[key]):
-            raise ValueError(f"{key} must list settings from {sorted(E.FMNIST['lists'])}, got {cfg[key]!r}")
+        if any(s not in lists for s in cfg[key]):
+            raise ValueError(f"{key} must list settings of {cfg['dataset']} from {sorted(lists)}, got {cfg[key]!r}")
     if not cfg["settings"]:
-        raise ValueError("settings is empty: give at least one of '(1)', '(2)', '(3)'")
+        raise ValueError(f"settings is empty: give at least one of {sorted(lists)}")
+    if cfg["opt"] not in ("sgd", "adam"):
+        raise ValueError(f"opt must be 'sgd' or 'adam', got {cfg['opt']!r}")
+    for key, lo in (("prox_mu", 0.0), ("temperature", None), ("gamma0", 0.0)):
+        v = cfg[key]
+        ok = v is None and key != "prox_mu" or isinstance(v, (int, float)) and not isinstance(v, bool) and (
+            v >= lo if lo is not None else v > 0)
+        if not ok:
+            raise ValueError(f"{key} must be a number {'>= 0' if lo is not None else '> 0'}"
+                             f"{'' if key == 'prox_mu' else ' or None'}, got {v!r}")
     for key in ("lr", "lr_alt"):
         v = cfg[key]
         if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
             raise ValueError(f"{key} must be a number > 0, got {v!r}")
     if cfg["rounds"] < SG[0]:
         raise ValueError(f"rounds must be >= {SG[0]} (the Savitzky-Golay window), got {cfg['rounds']!r}")
-    v = cfg["divfl_table1_rounds"]
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < SG[0]):
-        raise ValueError(f"divfl_table1_rounds must be None (DivFL runs `rounds`) or an int >= {SG[0]} (DivFL then "
-                         f"runs the larger of it and `rounds`), got {v!r}")
+    for key, who in (("divfl_table1_rounds", "DivFL"), ("table1_rounds", "random, pow-d and CS")):
+        v = cfg[key]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < SG[0]):
+            raise ValueError(f"{key} must be None ({who} runs `rounds`) or an int >= {SG[0]} ({who} then "
+                             f"runs the larger of it and `rounds`), got {v!r}")
     return cfg
+
+
+def store_name(name: str) -> str:
+    """The book store's folder of profile ``name``: "hics" (Fashion-MNIST), "hics_cifar10", "hics_cifar100";
+    under "tmp/" for the smoke profiles."""
+    cfg = profile(name)
+    folder = "hics" if cfg["dataset"] == "fashion-mnist" else f"hics_{cfg['dataset']}"
+    return f"tmp/{folder}" if name.startswith("smoke") else folder
 
 
 # ------------------------------------------------------------------------------------------ smoothing
@@ -134,21 +215,34 @@ def rounds_to_target(acc, target: float, rounds=None, *, smooth: bool = True) ->
 
 # ------------------------------------------------------------------------------------------ training
 def make_task(data, part, cfg: dict) -> EngineTask:
-    """The clients of ``part`` training ``cfg['model']`` with plain SGD (R epochs, batch B, lr), recording the
-    test accuracy and the training loss over all clients' data."""
+    """The clients of ``part`` training ``cfg['model']`` (R epochs, batch B, lr) with plain SGD, or with
+    ``cfg['opt']`` and the FedProx term ``cfg['prox_mu']`` where given (CIFAR), recording the test accuracy and
+    the training loss over all clients' data."""
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
-    mean, std = E.NORM
-    return EngineTask(_MODELS[cfg["model"]]().to(data.x_train.device), (data.x_train[:n] - mean) / std, data.y_train[:n], part.indices,
-                      (data.x_test - mean) / std, data.y_test, batch_size=cfg["batch_size"], epochs=cfg["epochs"],
-                      local_lr=cfg["lr"], train_metrics=True, vectorized=cfg["model"] == "logreg")
+    name = cfg.get("dataset", "fashion-mnist")
+    if name == "fashion-mnist":
+        mean, std = E.NORM
+        x, x_test = (data.x_train[:n] - mean) / std, (data.x_test - mean) / std
+    else:
+        mean, std = DATASETS[name]["norm"]
+        x, x_test = datasets.normalize(data.x_train[:n], mean, std), datasets.normalize(data.x_test, mean, std)
+    # the CIFAR CNN trains the K clients together (the engine's grouped path: ~30x the sequential loop's rate
+    # on a GPU, results/benchmarks/engine_h100.csv); the Fashion-MNIST CNN keeps the loop of its stored runs
+    vec = cfg["model"] == "logreg" or name != "fashion-mnist"
+    return EngineTask(_MODELS[cfg["model"]]().to(data.x_train.device), x, data.y_train[:n], part.indices,
+                      x_test, data.y_test, batch_size=cfg["batch_size"], epochs=cfg["epochs"],
+                      local_lr=cfg["lr"], opt=cfg.get("opt", "sgd"), prox_mu=cfg.get("prox_mu", 0.0),
+                      train_metrics=True, vectorized=vec)
 
 
 def algorithms(task, cfg: dict, methods, lr: float | None = None) -> dict:
-    """{method: fl.Algorithm}: FedAvg (uniform over the K selected updates, server step 1) with each sampler."""
+    """{method: fl.Algorithm}: FedAvg (uniform over the K selected updates, server step 1) with each sampler;
+    HiCS-FL with ``cfg``'s ``temperature`` and ``gamma0`` where given (else the sampler's FMNIST values)."""
     K, T, N = cfg["k"], cfg["rounds"], task.num_clients
+    hics = {k: cfg[k] for k in ("temperature", "gamma0") if cfg.get(k) is not None}
     make = {"random": lambda: sample.ProportionalK(K, replace=False), "pow-d": lambda: sample.PowD(K, N),
             "CS": lambda: sample.ClusteredSampling(K), "DivFL": lambda: sample.DivFL(K, proxy="ideal"),
-            "HiCS-FL": lambda: sample.HiCS.for_task(task, K, T, variant="paper")}
+            "HiCS-FL": lambda: sample.HiCS.for_task(task, K, T, variant="paper", **hics)}
     bad = [m for m in methods if m not in make]
     if bad:
         raise ValueError(f"unknown methods {bad}; choose from {list(make)}")
@@ -159,6 +253,10 @@ def run_job(job: dict, data) -> pd.DataFrame:
     """One stored job: the methods of ``job`` on the partition of (setting, seed); tidy rows (method, seed,
     round, metric in {test_acc, train_loss}, value)."""
     cfg = {k: job[k] for k in ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset", "lr")}
+    cfg.update({k: job[k] for k in _CIFAR_KEYS if k in job})
+    want = job.get("dataset", "fashion-mnist")
+    if getattr(data, "name", want) != want:
+        raise ValueError(f"job of dataset {want!r} given data of {data.name!r}")
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
     part = E.make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], job["alphas"], job["seed"])
     task = make_task(data, part, cfg)
@@ -167,33 +265,47 @@ def run_job(job: dict, data) -> pd.DataFrame:
     return t[t["metric"].isin(["test_acc", "train_loss"])].reset_index(drop=True)
 
 
-def split_alphas(setting: str) -> list[float]:
-    """The alpha of each of the five client groups. Setting (3), {0.001}, has one value: five groups of 10
-    clients, each split with alpha = 0.001 (one group of 50 at alpha = 0.001 cannot give every client the
+def split_alphas(setting: str, dataset: str = "fashion-mnist") -> list[float]:
+    """The alpha of each of the five client groups. FMNIST's setting (3), {0.001}, has one value: five groups
+    of 10 clients, each split with alpha = 0.001 (one group of 50 at alpha = 0.001 cannot give every client the
     code's minimum of 20% of the average size; the document does not say how it split this setting)."""
-    al = list(E.FMNIST["lists"][setting])
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {sorted(DATASETS)}")
+    lists = DATASETS[dataset]["lists"]
+    if setting not in lists:
+        raise ValueError(f"unknown setting {setting!r} of {dataset}; choose one of {sorted(lists)}")
+    al = list(lists[setting])
     return al * 5 if len(al) == 1 else al
 
 
 def jobs(cfg: dict) -> list[dict]:
     """The stored jobs of a profile: per (setting, seed) the four cheap methods; DivFL for its seeds and
-    settings, for ``divfl_table1_rounds`` rounds in :data:`TABLE1_SETTING` when that is set (else ``rounds``);
-    random and HiCS-FL at ``lr_alt`` in ``lr_setting``."""
+    settings, in :data:`TABLE1_SETTING` for the largest of ``rounds``, ``divfl_table1_rounds`` and
+    ``table1_rounds`` rounds; there random, pow-d and CS run ``table1_rounds`` (when larger than ``rounds``) as
+    a job of their own, HiCS-FL (annealed over its horizon) ``rounds``; random and HiCS-FL at ``lr_alt`` in
+    ``lr_setting``. CIFAR jobs carry ``dataset``, ``opt``, ``prox_mu``, ``temperature`` and ``gamma0``;
+    Fashion-MNIST jobs only those of them overridden (the stored configs have none)."""
     keys = ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset")
-    base = dict(experiment="fmnist_training", **{k: cfg[k] for k in keys})
+    name = cfg["dataset"]
+    base = dict(experiment=DATASETS[name]["experiment"], **{k: cfg[k] for k in keys})
+    base.update({k: cfg[k] for k in _CIFAR_KEYS if name != "fashion-mnist" or cfg[k] != _BASE[k]})
     out = []
+    T, t1 = cfg["rounds"], cfg["table1_rounds"] or 0
 
-    def add(group, setting, seed, methods, lr, rounds=cfg["rounds"]):
-        out.append(dict(base, rounds=rounds, group=group, setting=setting, alphas=split_alphas(setting), seed=seed,
-                        methods=list(methods), lr=lr))
+    def add(group, setting, seed, methods, lr, rounds=T):
+        out.append(dict(base, rounds=rounds, group=group, setting=setting, alphas=split_alphas(setting, name),
+                        seed=seed, methods=list(methods), lr=lr))
     for s in cfg["settings"]:
         for seed in cfg["seeds"]:
-            add("main", s, seed, ["random", "pow-d", "CS", "HiCS-FL"], cfg["lr"])
+            if s == TABLE1_SETTING and t1 > T:
+                add("main", s, seed, ["random", "pow-d", "CS"], cfg["lr"], t1)
+                add("main", s, seed, ["HiCS-FL"], cfg["lr"])
+            else:
+                add("main", s, seed, ["random", "pow-d", "CS", "HiCS-FL"], cfg["lr"])
     for s in cfg["divfl_settings"]:
         for seed in cfg["divfl_seeds"]:
-            long = s == TABLE1_SETTING and cfg["divfl_table1_rounds"] is not None
-            add("divfl", s, seed, ["DivFL"], cfg["lr"],
-                max(cfg["rounds"], cfg["divfl_table1_rounds"]) if long else cfg["rounds"])
+            long = s == TABLE1_SETTING
+            add("divfl", s, seed, ["DivFL"], cfg["lr"], max(T, cfg["divfl_table1_rounds"] or 0, t1) if long else T)
     if cfg["lr_alt"] is not None:
         for seed in cfg["lr_alt_seeds"]:
             add("lr_alt", cfg["lr_setting"], seed, ["random", "HiCS-FL"], cfg["lr_alt"])
@@ -217,7 +329,8 @@ def paper_estimate(data, cfg: dict, rounds: int = 2) -> pd.DataFrame:
     """Seconds per client training of ``cfg``'s model (the ``paper`` profile: the document's CNN), timed on
     ``rounds`` rounds of K clients' local training (seed 0, setting (2)), and the estimated hours of the
     profile: its :func:`client_trainings` times that cost (evaluation and pow-d's loss probes not counted)."""
-    part = E.make_partition(data.y_train.cpu().numpy(), cfg["clients"], E.FMNIST["lists"]["(2)"], 0)
+    n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
+    part = E.make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], split_alphas("(2)", cfg["dataset"]), 0)
     task = make_task(data, part, cfg)
     w = task.init_params([0])
     runs = fl.Runs([0], torch.tensor([float(cfg["lr"])], dtype=task.dtype), ["random"])
@@ -294,11 +407,15 @@ def table1(table: pd.DataFrame, target: float, setting: str = TABLE1_SETTING) ->
     return pd.DataFrame(rows).set_index("method")
 
 
+_KN = {"fashion-mnist": (5, 50), "cifar10": (10, 50), "cifar100": (20, 100)}     # the document's K and N
 _COLORS = dict(zip(METHODS, ["tab:gray", "tab:orange", "tab:blue", "tab:purple", "tab:red"]))
 
 
-def plot_metric(sm: pd.DataFrame, column: str, ylabel: str, title: str, group: str = "main"):
-    """One panel per setting (stacked), one line per method: ``column`` of :func:`smoothed_mean`."""
+def plot_metric(sm: pd.DataFrame, column: str, ylabel: str, title: str, group: str = "main",
+                dataset: str = "fashion-mnist"):
+    """One panel per setting (stacked), one line per method: ``column`` of :func:`smoothed_mean`; panel titles
+    give ``dataset``'s alpha lists."""
+    lists = DATASETS[dataset]["lists"]
     sets = sorted(sm.loc[sm.group == "main", "setting"].unique())
     fig, axes = plt.subplots(len(sets), 1, figsize=(7.0, 2.4 * len(sets)), sharex=True, squeeze=False)
     for ax, s in zip(axes[:, 0], sets):
@@ -307,13 +424,13 @@ def plot_metric(sm: pd.DataFrame, column: str, ylabel: str, title: str, group: s
             if len(d):
                 ax.plot(d["round"], d[column], color=_COLORS[m], lw=1.4, label=m + (" (1 seed)" if
                         (d.group == "divfl").all() and column == "smoothed" and d["std"].isna().all() else ""))
-        ax.set_title(f"setting {s}: alpha in {{{', '.join(f'{a:g}' for a in E.FMNIST['lists'][s])}}}", fontsize=10)
+        ax.set_title(f"setting {s}: alpha in {{{', '.join(f'{a:g}' for a in lists[s])}}}", fontsize=10)
         ax.set_ylabel(ylabel, fontsize=10)
         ax.tick_params(labelsize=9)
         ax.grid(alpha=0.3)
     handles = {l.get_label(): l for ax in axes[:, 0] for l in ax.get_lines()}
-    axes[0, 0].legend(handles.values(), handles.keys(), fontsize=9, ncol=3, title="client sampling (K = 5 of N = 50)",
-                      title_fontsize=9)
+    axes[0, 0].legend(handles.values(), handles.keys(), fontsize=9, ncol=3,
+                      title="client sampling (K = {} of N = {})".format(*_KN[dataset]), title_fontsize=9)
     axes[-1, 0].set_xlabel("communication round", fontsize=10)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
