@@ -272,3 +272,91 @@ def test_momentum_answer():
     assert mifa.momentum_answer([0.1, 0.5], every) == "Yes where enough clients participate"
     assert mifa.momentum_answer([0.01, 0.1], every) == "Yes at p = 0.01 and 0.1"
     assert mifa.momentum_answer(every, every) == "Yes, at every p" and mifa.momentum_answer([], every) == "No"
+
+
+def _zerosarah_reference(A, B, lam_task, x0, eta, idx, lam, lam0):
+    """ZeroSARAH written out for one run in numpy: idx[t] = the clients of round t. Returns x_0..x_T and v_0..v_{T-1}."""
+    n, d = A.shape
+
+    def g(i, w):
+        out = A[i] * (w - B[i])
+        return out + lam_task * 2 * w / (1 + w * w) ** 2 if lam_task else out
+    x, xp, v, y = x0.copy(), x0.copy(), np.zeros(d), np.zeros((n, d))
+    xs, vs = [x.copy()], []
+    for t, S in enumerate(idx):
+        lt = lam0 if t == 0 else lam
+        diff = np.mean([g(i, x) - g(i, xp) for i in S], axis=0)
+        corr = np.mean([g(i, xp) - y[i] for i in S], axis=0) + y.mean(0)
+        v = diff + (1 - lt) * v + lt * corr
+        for i in S:
+            y[i] = g(i, x)
+        xp, x = x, x - eta * v
+        xs.append(x.copy())
+        vs.append(v.copy())
+    return np.array(xs), np.array(vs)
+
+
+@pytest.mark.parametrize("lam_task", [0.0, 1.0])
+def test_zerosarah_matches_a_plain_loop(lam_task):
+    task = mifa.heterogeneous_quadratic(6, 3, 0, mu=0.2, L=1.0, sigma_G2=1.0, h=0.5, lam=lam_task)
+    A, B = task.problem.A.numpy(), task.problem.b.numpy()
+    seeds, etas, T, b = [0, 1, 2, 0], np.array([0.3, 0.1, 0.5, 0.05]), 25, 2
+    mask = mifa.uniform_k_masks(seeds, b, T, 6)
+    res = mifa.zerosarah(task, eta=etas, mask=mask, lam=0.3, lam0=0.8, every=1)
+    for r in range(len(seeds)):
+        idx = [np.flatnonzero(mask[r, t].numpy()) for t in range(T)]
+        xs, _ = _zerosarah_reference(A, B, lam_task, np.zeros(3), etas[r], idx, 0.3, 0.8)
+        g = np.array([task.grad(torch.as_tensor(x)[None]).pow(2).sum().item() for x in xs])
+        np.testing.assert_allclose(res.values["zerosarah"]["grad_norm2"][:, r], g, rtol=1e-12, atol=1e-15)
+    assert np.all(res.evals["zerosarah"] == b + 2 * b * (T - 1))        # 2 gradients per participation
+
+
+@pytest.mark.parametrize("lam", [1.0, 0.25])
+def test_zerosarah_with_all_clients_is_gradient_descent(lam):
+    # b = n: the estimate is the full gradient, v_t = grad f(x_t) for every t (lam0 = 1, any lam)
+    task = mifa.heterogeneous_quadratic(4, 3, 1, mu=0.2, L=1.0, sigma_G2=1.0, h=0.5, lam=1.0)
+    A, B = task.problem.A.numpy(), task.problem.b.numpy()
+    T, eta = 30, 0.2
+    idx = [np.arange(4)] * T
+    xs, vs = _zerosarah_reference(A, B, 1.0, np.ones(3), eta, idx, lam, 1.0)
+    for x, v in zip(xs[:-1], vs):
+        np.testing.assert_allclose(v, task.grad(torch.as_tensor(x)[None])[0].numpy(), rtol=1e-12, atol=1e-14)
+    w = torch.ones(1, 3, dtype=DT)
+    for _ in range(T):
+        w = w - eta * task.grad(w)
+    mask = torch.ones(2, T, 4, dtype=torch.bool)
+    res = mifa.zerosarah(task, eta=eta, mask=mask, lam=lam, w0=torch.ones(3, dtype=DT), every=T)
+    gd = task.grad(w).pow(2).sum().item()
+    np.testing.assert_allclose(res.values["zerosarah"]["grad_norm2"][-1], [gd, gd], rtol=1e-10)
+
+
+def test_zerosarah_rejects_bad_inputs():
+    task = mifa.symmetric_quadratic(4, dim=2, seed=0)
+    mask = mifa.uniform_k_masks([0], 2, 5, 4)
+    with pytest.raises(ValueError, match=r"b in \[1, 4\].*0 to 0"):
+        mifa.zerosarah(task, eta=0.1, mask=torch.zeros(1, 5, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"same b clients.*1 to 2"):
+        bad = mask.clone()
+        bad[0, 3] = torch.tensor([True, False, False, False])
+        mifa.zerosarah(task, eta=0.1, mask=bad)
+    for lam in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match=rf"lam .*\(0, 1\], got {lam}"):
+            mifa.zerosarah(task, eta=0.1, mask=mask, lam=lam)
+    with pytest.raises(ValueError, match=r"lam0 .*\(0, 1\]"):
+        mifa.zerosarah(task, eta=0.1, mask=mask, lam0=0.0)
+    for eta in (0.0, -1.0):
+        with pytest.raises(ValueError, match="eta"):
+            mifa.zerosarah(task, eta=eta, mask=mask)
+    with pytest.raises(ValueError, match=r"b \(clients per round\) must lie in \[1, 4\], got 5"):
+        mifa.rounds_to_epsilon(task, "zerosarah", eta_L=[0.1], seeds=[0], max_rounds=5, metric="gap", eps_rel=0.1, b=5)
+
+
+def test_zerosarah_fits_the_step_and_complexity_tables():
+    task = mifa.symmetric_quadratic(8, dim=3, seed=0)
+    st = mifa.step_size_sweep(task, ["mifa", "zerosarah"], eta_L=[0.5, 64.0], seeds=[0, 1], rounds=400)
+    s = st[st["metric"] == "stable"].set_index(["method", "eta_L", "seed"])["value"]
+    assert s.loc[("zerosarah", 0.5)].eq(1).all() and s.loc[("zerosarah", 64.0)].eq(0).all()
+    cx = mifa.rounds_to_epsilon(task, "zerosarah", eta_L=[0.5], seeds=[0, 1], max_rounds=2000, metric="gap",
+                                eps_rel=1e-3, b=2)
+    p = cx.pivot_table(index="seed", columns="metric", values="value")
+    assert (p["hit_round"] > 0).all() and np.all(p["client_updates"] == 2 + 4 * (p["hit_round"] - 1))

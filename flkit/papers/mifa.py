@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -64,11 +65,12 @@ from flkit.papers import settings as _settings
 from flkit.seeding import rng
 from flkit.tasks import (QuadraticTask, SoftmaxTask, quadratic_task, softmax_task,  # noqa: F401  (the chapter's tasks)
                          symmetric_quadratic, heterogeneous_quadratic, flat_quadratic)
+from flkit.tasks import _dpsi
 
 __all__ = [
     "Method", "METHODS", "LABELS", "PROFILES", "profile",
     "QuadraticTask", "quadratic_task", "symmetric_quadratic", "heterogeneous_quadratic", "flat_quadratic", "SoftmaxTask", "softmax_task",
-    "bernoulli_masks", "uniform_k_masks", "simulate", "Result",
+    "bernoulli_masks", "uniform_k_masks", "simulate", "Result", "ZEROSARAH", "zerosarah",
     "umifa_growth_rate", "fit_slope", "PALETTE", "plot_curves", "summary",
     "error_floor", "one_round_monte_carlo", "MOMENTUM_BASE", "best_betas", "momentum_table", "tuned_momentum_checks", "table_error_growth", "step_size_sweep", "rounds_to_epsilon", "EPS_EXPONENT", "epsilon_checks",
 ]
@@ -114,7 +116,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     Method("fedgd", "FedGD (all clients)", "active", participation="full"),
     Method("fedpgd", "FedPGD (b clients)", "active", participation="uniform_k"),
 )}
-LABELS = {k: m.label for k, m in METHODS.items()}
+LABELS = {k: m.label for k, m in METHODS.items()} | {"zerosarah": "ZeroSARAH"}   # ZeroSARAH: `zerosarah`, not `simulate`
 
 
 def _method(method) -> Method:
@@ -148,7 +150,8 @@ def bernoulli_masks(seeds: Sequence[int], p, rounds: int, num_clients: int) -> T
 def uniform_k_masks(seeds: Sequence[int], k: int, rounds: int, num_clients: int) -> Tensor:
     """(R, T, n) bool: `flkit.participation.uniform_k(n, k, rounds, seed)` for every seed."""
     seeds = _settings.seeds(seeds, distinct=False)
-    return torch.as_tensor(np.stack([participation.uniform_k(num_clients, k, rounds, int(s)) for s in seeds]))
+    one = {int(s): participation.uniform_k(num_clients, k, rounds, int(s)) for s in dict.fromkeys(seeds)}
+    return torch.as_tensor(np.stack([one[int(s)] for s in seeds]))
 
 
 @dataclass
@@ -297,6 +300,114 @@ def _w0_rows(w0, where, meths, algorithms, seed_lists, task):
 
 
 # ================================================================================================
+# ZeroSARAH (Li, Hanzely and Richtarik 2021): the "ZeroSarah" row of the non-convex table
+# ================================================================================================
+ZEROSARAH = "zerosarah"
+
+
+def zerosarah(task: QuadraticTask, *, eta, mask: Tensor, lam: float | None = None, lam0: float = 1.0,
+              w0: Tensor | None = None, every: int = 1, target: tuple[str, float] | None = None,
+              stop_factor: float | None = None, stop_groups: Sequence[int] | None = None,
+              diverge_factor: float = 1e6, diverge_ref: float | None = None) -> Result:
+    r"""ZeroSARAH in the federated reading, R runs side by side (run r: step eta[r], clients mask[r]).
+
+    Client i is component f_i; S_t = the b clients of round t in `mask` (R, T, n), b the same in every run
+    and round (`uniform_k_masks`); the server keeps v, the previous model x_{t-1} and a table y (n x d per
+    run, as SAGA), and steps x_{t+1} = x_t - eta v_t with
+
+    .. math:: v_t = \tfrac1b\sum_{i\in S_t}(\nabla f_i(x_t)-\nabla f_i(x_{t-1})) + (1-\lambda_t)v_{t-1}
+              + \lambda_t\Big[\tfrac1b\sum_{i\in S_t}(\nabla f_i(x_{t-1})-y_i^{t-1}) + \tfrac1n\sum_j y_j^{t-1}\Big],
+
+    then y_i^t = grad f_i(x_t) for i in S_t. Start: x_{-1} = x_0, v_{-1} = 0, y^{-1} = 0 (no full gradient
+    anywhere), lambda_0 = `lam0` (1: v_0 is the sampled clients' mean gradient), lambda_t = `lam` (default
+    b/(2n)) for t >= 1. A sampled client computes its gradient at two models (x_t and x_{t-1}): "evals"
+    counts 2 per participation (b in round 0, where x_{-1} = x_0). Metrics, targets, divergence (the first
+    metric of `task.metrics` beyond diverge_factor x its initial value, or x diverge_ref) and stop_factor /
+    stop_groups as in :func:`simulate`; a diverged run is frozen. Returns a :class:`Result` with the one
+    method "zerosarah"."""
+    if mask.dim() != 3 or mask.shape[-1] != task.n:
+        raise ValueError(f"mask must be (runs, rounds, n={task.n}) bool, got shape {tuple(mask.shape)}")
+    R, T, n = mask.shape
+    counts = mask.sum(-1)
+    b = int(counts[0, 0]) if T else 0
+    if not 1 <= b <= n or not bool((counts == b).all()):
+        raise ValueError(f"mask must select the same b clients per round in every run, b in [1, {n}] "
+                         f"(got per-round counts from {int(counts.min())} to {int(counts.max())})")
+    eta_r = torch.as_tensor(np.broadcast_to(_settings.positive(eta, "eta (step size)"), (R,)).copy())
+    lam = b / (2 * n) if lam is None else lam
+    for name, v in (("lam", lam), ("lam0", lam0)):
+        if not (isinstance(v, (int, float)) and 0 < v <= 1):
+            raise ValueError(f"{name} (ZeroSARAH's weight of the table term) must lie in (0, 1], got {v!r}")
+    _settings.positive_int(every, "every")
+    A, B = task.problem.A, task.problem.b
+    dt = A.dtype
+    x = (torch.zeros(R, task.dim, dtype=dt) if w0 is None else torch.as_tensor(w0, dtype=dt).expand(R, -1)).clone()
+    xp, v, ybar = x.clone(), torch.zeros_like(x), torch.zeros_like(x)
+    y = torch.zeros(R, n, task.dim, dtype=dt)
+    rows = torch.arange(R).unsqueeze(1)
+
+    def grads(w, idx):                   # (R, b, d): grad f_i(w_r) of the clients idx[r]
+        g = A[idx] * (w.unsqueeze(1) - B[idx])
+        return g + task.lam * _dpsi(w).unsqueeze(1) if task.lam else g
+
+    H, h = A.mean(0), (A * B).mean(0)
+    c = 0.5 * (A * B * B).mean(0).sum()
+
+    def metrics(w):                      # task.metrics, f in closed form (not a sum over the n clients)
+        if not task.lam:
+            return task.metrics(w)
+        return {"f": 0.5 * (H * w * w).sum(-1) - (h * w).sum(-1) + c + task.lam * (w * w / (1 + w * w)).sum(-1),
+                "grad_norm2": task.grad(w).pow(2).sum(-1)}
+
+    hit = torch.full((R,), -1, dtype=torch.long)
+    diverged = torch.full((R,), -1, dtype=torch.long)
+    evals = torch.zeros(R, dtype=torch.float64)
+    met = metrics(x)
+    first = next(iter(met.values())).abs().clone() if diverge_ref is None else torch.full((R,), float(diverge_ref))
+
+    def check(met, t):
+        m0 = next(iter(met.values()))
+        if diverge_factor is not None:
+            diverged[(~torch.isfinite(m0) | (m0.abs() > diverge_factor * first)) & (diverged < 0)] = t
+        if target is not None:
+            hit[(met[target[0]] <= target[1]) & (hit < 0) & (diverged < 0)] = t
+
+    def record(met):
+        return {k: torch.where(diverged >= 0, math.inf, vv).numpy().copy() for k, vv in met.items()}
+
+    labels = np.arange(R) if stop_groups is None else np.asarray(stop_groups)
+    groups = [torch.as_tensor(np.flatnonzero(labels == g)) for g in np.unique(labels)]
+    tic = time.perf_counter()
+    check(met, 0)
+    store = [(0, record(met))]
+    sampled = mask.nonzero()[:, 2].view(R, T, b)      # the clients of every run and round
+    for t in range(T):
+        alive = diverged < 0
+        evals += (b if t == 0 else 2 * b) * ((hit < 0) & alive).double()
+        idx = sampled[:, t]
+        gx, gp, ys = grads(x, idx), grads(xp, idx), y[rows, idx]
+        lt = lam0 if t == 0 else lam
+        v = (gx - gp).mean(1) + (1 - lt) * v + lt * ((gp - ys).mean(1) + ybar)
+        ybar = ybar + (gx - ys).sum(1) / n
+        y[rows, idx] = gx
+        a = alive.unsqueeze(1)
+        xp, x = torch.where(a, x, xp), torch.where(a, x - eta_r.unsqueeze(1) * v, x)
+        met = metrics(x)
+        check(met, t + 1)
+        done = target is not None and stop_factor is not None and (
+            bool(((hit >= 0) | (diverged >= 0)).all())
+            or (bool((hit >= 0).any()) and t + 1 >= stop_factor * _first_median_hit(hit.unsqueeze(0), groups)))
+        if (t + 1) % every == 0 or t + 1 == T or done:
+            store.append((t + 1, record(met)))
+        if done:
+            break
+    out = {k: np.stack([s[k] for _, s in store]) for k in store[0][1]}
+    return Result(rounds=np.array([t for t, _ in store]), values={ZEROSARAH: out}, hit={ZEROSARAH: hit.numpy()},
+                  diverged={ZEROSARAH: diverged.numpy()}, evals={ZEROSARAH: evals.numpy()},
+                  wall_s=time.perf_counter() - tic)
+
+
+# ================================================================================================
 # small analysis helpers
 # ================================================================================================
 def _first_median_hit(hit: Tensor, group_idx) -> float:
@@ -339,7 +450,7 @@ def fit_slope(x, y) -> tuple[float, float]:
 # ================================================================================================
 PALETTE = {"fedavg_is": "0.45", "fedavg": "tab:brown", "mifa": "tab:blue", "mifam": "tab:cyan",
            "umifa": "tab:red", "umifam": "tab:orange", "umifa_saga": "tab:green", "umifam_saga": "tab:olive",
-           "fedgd": "black", "fedpgd": "tab:purple"}
+           "fedgd": "black", "fedpgd": "tab:purple", "zerosarah": "tab:pink"}
 
 
 def plot_curves(df: pd.DataFrame, metric: str, ax=None, methods: Sequence[str] | None = None, log: bool = True,
@@ -518,7 +629,8 @@ def table_error_growth(ps, *, rounds: int, runs: int, n: int = 10, seed: int = 0
 def step_size_sweep(task: QuadraticTask, methods: Sequence[str], *, eta_L, seeds, rounds: int, b: int = 1,
                     tol: float = 1e-3) -> pd.DataFrame:
     """Every method at every step size eta = eta_L / L and seed, b clients per round uniformly without
-    replacement (p_i = b/n), for `rounds` rounds from w_0 = 0. "stable" = 1 when the run never diverged and
+    replacement (p_i = b/n; the same masks for every method), for `rounds` rounds from w_0 = 0; "zerosarah"
+    runs through :func:`zerosarah` (lambda = b/(2n)), the others through :func:`simulate`. "stable" = 1 when the run never diverged and
     ends with ||grad f||^2 <= tol x its initial value (a bounded but non-converging orbit does not count);
     "final_ratio" = final / initial ||grad f||^2 (-1: diverged)."""
     eta_L, seeds = _settings.positive(eta_L, "eta_L"), _settings.seeds(seeds)
@@ -529,13 +641,17 @@ def step_size_sweep(task: QuadraticTask, methods: Sequence[str], *, eta_L, seeds
     runs = pd.DataFrame([(int(s), float(e)) for e in eta_L for s in seeds], columns=["seed", "eta_L"])
     n = task.n
     mask = uniform_k_masks(runs["seed"].tolist(), b, rounds, n)
-    res = simulate(task, methods, seeds=runs["seed"].tolist(), eta=runs["eta_L"].to_numpy() / task.L, p=b / n,
-                   mask=mask, rounds=rounds, every=rounds)
+    eta = runs["eta_L"].to_numpy() / task.L
+    others = [m for m in methods if m != ZEROSARAH]
+    res = (simulate(task, others, seeds=runs["seed"].tolist(), eta=eta, p=b / n, mask=mask, rounds=rounds, every=rounds)
+           if others else None)
+    zs = zerosarah(task, eta=eta, mask=mask, every=rounds) if ZEROSARAH in methods else None
     frames = []
     for m in methods:
-        g = res.values[m]["grad_norm2"]
+        r = zs if m == ZEROSARAH else res
+        g = r.values[m]["grad_norm2"]
         ratio = g[-1] / g[0]
-        stable = (res.diverged[m] < 0) & np.isfinite(ratio) & (ratio <= tol)
+        stable = (r.diverged[m] < 0) & np.isfinite(ratio) & (ratio <= tol)
         for k, v in (("stable", stable.astype(float)), ("final_ratio", np.where(np.isfinite(ratio), ratio, -1.0))):
             frames.append(runs.assign(method=m, round=rounds, metric=k, value=v))
     return pd.concat(frames, ignore_index=True).assign(n=n)
@@ -547,7 +663,8 @@ def rounds_to_epsilon(task: QuadraticTask, method: str, *, eta_L, seeds, max_rou
     seed; b clients per round uniformly without replacement (FedPGD, SAGA/U-MIFA, MIFA) or all (FedGD).
     The runs stop at stop_factor x the first round by which the median seed of some step size has hit.
     Rows: "hit_round" (-1: not within the rounds run) and "client_updates" (client gradients computed
-    until then) per run."""
+    until then: one per participation; ZeroSARAH, method "zerosarah" (:func:`zerosarah`, lambda = b/(2n)),
+    computes two, at x_t and x_{t-1}) per run."""
     eta_L, seeds = _settings.positive(eta_L, "eta_L"), _settings.seeds(seeds)
     _settings.positive_int(max_rounds, "max_rounds")
     if not 0 < eps_rel < 1:
@@ -561,9 +678,14 @@ def rounds_to_epsilon(task: QuadraticTask, method: str, *, eta_L, seeds, max_rou
     w0 = torch.zeros(1, task.dim, dtype=torch.float64)
     eps = eps_rel * float(task.metrics(w0)[metric][0])
     mask = uniform_k_masks(runs["seed"].tolist(), b, max_rounds, n)
-    res = simulate(task, [method], seeds=runs["seed"].tolist(), eta=runs["eta_L"].to_numpy() / task.L, p=b / n,
-                   mask=mask, b=b, rounds=max_rounds, every=max_rounds, target=(metric, eps), stop_factor=stop_factor,
-                   stop_groups=pd.factorize(runs["eta_L"])[0])
+    eta, groups = runs["eta_L"].to_numpy() / task.L, pd.factorize(runs["eta_L"])[0]
+    if method == ZEROSARAH:
+        res = zerosarah(task, eta=eta, mask=mask, every=max_rounds, target=(metric, eps), stop_factor=stop_factor,
+                        stop_groups=groups)
+    else:
+        res = simulate(task, [method], seeds=runs["seed"].tolist(), eta=eta, p=b / n, mask=mask, b=b,
+                       rounds=max_rounds, every=max_rounds, target=(metric, eps), stop_factor=stop_factor,
+                       stop_groups=groups)
     out = res.outcomes(runs)
     return out[out["metric"].isin(["hit_round", "client_updates"])].assign(n=n, eps=eps)
 
@@ -934,7 +1056,8 @@ def step_size_checks(stab: pd.DataFrame) -> dict:
     (within 50 n rounds). The document's step sizes are sufficient conditions: checked at the largest grid
     step at or below the bound, per n and problem (an n whose bound lies below the grid is left out; much
     smaller steps need more than 50 n rounds, so they are not a test of the bound); one check per family
-    (identical client Hessians; heterogeneous ones: kinds ending in `HETERO`)."""
+    (identical client Hessians; heterogeneous ones: kinds ending in `HETERO`). With ZeroSARAH rows in `stab`,
+    the non-convex table's eta = O(1/(L n^{1/2})) is checked the same way (at eta L <= n^(-1/2))."""
     from flkit.papers import claims
 
     def at_bound(method, bound, text, hetero):
@@ -948,22 +1071,30 @@ def step_size_checks(stab: pd.DataFrame) -> dict:
                             ours=ok, reference=len(g))
     fams = [h for h in (False, True) if (stab["kind"].str.endswith(HETERO) == h).any()]
     saga = [at_bound("umifa_saga", lambda n: n ** (-2 / 3), "n^(-2/3)", h) for h in fams]
-    return {"Claim (Learning Rate): MIFA, eta <= 1/(L n)": [at_bound("mifa", lambda n: 1 / n, "1/n", h) for h in fams],
-            "Claim (Learning Rate): after Reddi et al., eta ~ 1/(L n^{2/3})": saga + [
-                at_bound("umifa", lambda n: n ** (-2 / 3), "n^(-2/3)", h) for h in fams],
-            "Non-convex table: SAGA/U-MIFA, eta bound": saga}
+    out = {"Claim (Learning Rate): MIFA, eta <= 1/(L n)": [at_bound("mifa", lambda n: 1 / n, "1/n", h) for h in fams],
+           "Claim (Learning Rate): after Reddi et al., eta ~ 1/(L n^{2/3})": saga + [
+               at_bound("umifa", lambda n: n ** (-2 / 3), "n^(-2/3)", h) for h in fams],
+           "Non-convex table: SAGA/U-MIFA, eta bound": saga}
+    if (stab["method"] == ZEROSARAH).any():
+        out["Non-convex table: ZeroSarah, eta bound"] = [at_bound(ZEROSARAH, lambda n: n ** -0.5, "n^(-1/2)", h)
+                                                         for h in fams]
+    return out
 
 
 def complexity_checks(slopes: pd.DataFrame, plateau: pd.DataFrame, plateau_slope: float) -> dict:
     """The theory page's section 5: `slopes` (index problem x method label; predicted and measured slope of
-    the cost in n); `plateau` (n, b, eta, avg_q2, avg_q4) and the fitted slope of FedPGD's plateau against
+    the cost in n; ZeroSARAH's rows, on the non-convex problems, are checked against the table's 1/2);
+    `plateau` (n, b, eta, avg_q2, avg_q4) and the fitted slope of FedPGD's plateau against
     the table's variance term."""
     from flkit.papers import claims
     out = {}
     for kind in dict.fromkeys(slopes.index.get_level_values(0)):
         base = kind.removesuffix(HETERO)
         tab = {"convex": "Convex table", "nonconvex": "Non-convex table"}[base]
-        for m, row in (("fedgd", "FedGD"), ("fedpgd", "FedPGD"), ("umifa_saga", "SAGA/U-MIFA")):
+        rows = [("fedgd", "FedGD"), ("fedpgd", "FedPGD"), ("umifa_saga", "SAGA/U-MIFA")]
+        if base == "nonconvex" and (kind, LABELS[ZEROSARAH]) in slopes.index:
+            rows.append((ZEROSARAH, "ZeroSarah"))       # only the non-convex table has a ZeroSarah row
+        for m, row in rows:
             pr, ms = slopes.loc[(kind, LABELS[m]), ["predicted slope", "measured slope"]]
             out.setdefault(f"{tab}: {row}, complexity", []).append(claims.holds(
                 f"{base} ({_family_name(kind.endswith(HETERO))}), {row}: measured slope of the cost in n {ms:.2f} within "
