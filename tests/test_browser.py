@@ -6,7 +6,8 @@ For each page of _toc.yml, at a 1280 x 1000 window and device scale 1, the page 
     width. Figures are made <= ~840 px wide with fonts >= ~10 px, so their text stays >= 7.5 px on screen;
   * its math typeset by MathJax: every Sphinx math element holds a MathJax container, no TeX error, and no
     raw ``$...$``, ``$$``, ``\\(`` or ``\\[`` left in the visible text outside code;
-  * no local path (/work/, /tmp/, /home/, /root/) and no ``Traceback`` anywhere in its visible text;
+  * no local path (/work/, /tmp/, /home/, /root/), no ``Traceback`` and no unrendered MyST role
+    (``{glue:text}`...```) anywhere in its visible text;
   * every link to a file of the site resolving to a file of the build, and its #anchor to an id there;
   * no table cell reading NaN, nan, None or NaT (a table says "n/a" and why) or cut off by pandas ("...");
   * output-table cells padded (numbers of neighbouring cells do not run together) and short values (a number,
@@ -196,6 +197,8 @@ def text_problems(report: dict) -> list[str]:
     text = report["text"]
     out += _first([f"{m.group(0)!r} in page text: {text[max(0, m.start() - 60):m.end() + 60]!r}"
                    for m in LOCAL_PATH.finditer(text)])
+    out += _first([f"unrendered role in page text: {text[max(0, m.start() - 40):m.end() + 40]!r}"
+                   for m in re.finditer(r"\{(?:glue|doc|ref|math|eq)(?::\w+)?\}", text)])
     return out
 
 
@@ -253,7 +256,7 @@ BAD_PAGE = r"""<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><ar
 <p>Raw inline $x_i$ and \(y\) math.</p><p><span class="math">\(z\)</span></p>
 <img src="wide.png" style="width: 500px"><img src="missing.png">
 <p><a href="nowhere.html">a</a> <a href="bad.html#nope">b</a> <a href="bad.html#here" id="here">c</a></p>
-<p>saved to /work/secret/run.csv</p><pre>Traceback (most recent call last)</pre>
+<p>saved to /work/secret/run.csv</p><p><code>ram="{glue:text}`x`"</code></p><pre>Traceback (most recent call last)</pre>
 <table><tr><td>NaN</td><td>a claim that pandas cut off...</td><td>1.5</td></tr></table>
 <div class="cell_output"><table><tr><td style="padding: 1px">0.9</td><td style="padding: 1px">9</td></tr></table></div>
 <script>console.error("boom")</script>""" + "<p>filler</p>" * 200 + "</article></body></html>"
@@ -274,4 +277,5 @@ def test_checks_catch_a_bad_page(browser, tmp_path):
                             "raw math in text", "raw math in text", "raw math in text", "'/work/' in page text",
                             "'Traceback' in page text", "broken link", "broken anchor", "table cell shows 'NaN'",
                             "table cell cut off", "output-table cell without room or broken across lines",
-                            "output-table cell without room or broken across lines"]), "\n".join(problems)
+                            "output-table cell without room or broken across lines", "unrendered role in page text"]), \
+        "\n".join(problems)

@@ -191,7 +191,7 @@ def _table1_reading(ours: pd.DataFrame) -> dict:
              for g, a in aware]
     p1 = _paired("pattern 1: (0.1, 0.1) above FedAvg", v(0.1, 0.1, "pattern 1"), v(1.0, 1.0, "pattern 1"))
     harder = _paired("FedAvg: pattern 1 above pattern 2", v(1.0, 1.0, "pattern 1"), v(1.0, 1.0, "pattern 2"))
-    best_check = dataclasses.replace(best_check, what=f"best overall cell is (gamma, alpha) = (0.1, 0.1); ours: {best}")
+    best_check = dataclasses.replace(best_check, what=f"best overall cell is (gamma, alpha) = (0.1, 0.1); ours: ({best[0]:g}, {best[1]:g})")
     return dict(m=m, overall=overall, best=best, fed=fed, cell=cell, aware=aware, best_check=best_check,
                 level=level, rise=rise, beats=beats, p1=p1, harder=harder)
 
