@@ -659,7 +659,7 @@ def plot_spread(axes, df: pd.DataFrame) -> None:
         axes[1].plot(t["pi_min"], t["variance"], "s--", color=col, ms=3)
     axes[0].set(xscale="log", xlabel=r"smallest availability $\pi_{\min}$ ($\pi_i$ evenly in $[\pi_{\min}, 1]$)",
                 ylabel=r"$\|\mathbb{E}G - \nabla F_T(w)\|^2 / \|\nabla F_T(w)\|^2$ at $w = 0$")
-    axes[1].set(xscale="log", yscale="log", xlabel=r"smallest availability $\pi_{\min}$ (variance 0 at 1 not drawn)",
+    axes[1].set(xscale="log", yscale="log", xlabel=r"$\pi_{\min}$ (at 1 the variance is 0: not drawn)",
                 ylabel=r"variance $\mathbb{E}\|G - \mathbb{E}G\|^2$")
     from matplotlib.ticker import NullFormatter
     ticks = sorted(df["pi_min"].unique())
