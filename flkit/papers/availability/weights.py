@@ -670,7 +670,8 @@ def plot_spread(axes, df: pd.DataFrame) -> None:
     # one legend below both panels (the curves fill both axes): colour = rule, line style = point (right panel)
     from matplotlib.lines import Line2D
     hs, ls = axes[0].get_legend_handles_labels()
-    hs += [Line2D([], [], color="0.3", marker="o", ms=3, ls="-"), Line2D([], [], color="0.3", marker="s", ms=3, ls="--")]
+    hs += [Line2D([], [], color="0.3", marker="o", ms=3, ls="-"),
+           Line2D([], [], color="0.3", marker="s", ms=3, ls="--")]
     ls += ["right: at $w = 0$", r"right: at $w = w_T^\star$"]
     axes[0].figure.legend(hs, ls, loc="outside lower center", ncol=2)
 

@@ -719,7 +719,8 @@ def plot_theorem2_rounds(df: pd.DataFrame, bt: pd.DataFrame, frac: float, title:
         ax.fill_between(mean.index, (mean - 2 * se).clip(lower=1e-300), mean + 2 * se, color=_COLORS[m], alpha=0.25)
         ax.axhline(bt[(bt.method == m) & (bt.frac == frac)].bound.mean(), color=_COLORS[m], ls="--", lw=1,
                    label=f"{m}: bound (dashed)")
-    ax.set(yscale="log", xlabel="round t", ylabel=r"$\|\nabla F(\theta^t)\|^2$", title=r"gradient norm and Theorem 2's bound")
+    ax.set(yscale="log", xlabel="round t", ylabel=r"$\|\nabla F(\theta^t)\|^2$",
+           title=r"gradient norm and Theorem 2's bound")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # below: inside it hid the curves and bands
     fig.suptitle(title)
     return fig
