@@ -778,13 +778,15 @@ def plot_lambda_sweep(axes, curves: pd.DataFrame, fin: pd.DataFrame, fit: dict) 
         g = curves[curves["lam"] == lam]
         axes[0].plot(g["round"], g["value"], color=cmap(i / max(1, len(lams) - 1)), label=f"$\\lambda$={lam:g}")
     axes[0].set(xscale="log", yscale="log", xlabel="round t", ylabel=r"$F(w_t) - F^*$ (mean over seeds)")
-    axes[0].legend(ncol=2)
+    # legends below the axes: the curves and points fill both panels
+    axes[0].legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2), columnspacing=1.0, handlelength=1.5)
     axes[1].errorbar(fin.index, fin["mean"], yerr=3 * fin["se"], fmt="o", color="k", label="measured (±3 s.e.)")
     grid = np.linspace(min(fin.index), 0.995, 300)
     for name, (pred, _) in fit.items():
-        axes[1].plot(grid, pred(grid), label=f"fit on $\\lambda \\geq 0$: {name}")
+        math = name.replace("lambda", r"\lambda").replace("ln", r"\ln")
+        axes[1].plot(grid, pred(grid), label=f"fit on $\\lambda \\geq 0$: ${math}$")
     axes[1].set(yscale="log", xlabel=r"$\lambda$ (every client)", ylabel=r"$F(w_T) - F^*$ at the budget")
-    axes[1].legend()
+    axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2))
 
 
 def plot_exclusion(axes, avg: pd.DataFrame) -> None:

@@ -647,9 +647,14 @@ def plot_inclusion(tab: pd.DataFrame, ax_incl, ax_weight) -> None:
     ax_weight.plot(g["pi"], g["pi"] / g["pi"].sum(), "k:", lw=0.8, label=r"$\pi_i/\sum_j\pi_j$ (all available)")
     ax_weight.axhline(1 / len(g), color="grey", ls="--", lw=0.8, label=r"target $\alpha_i = 1/M$")
     ax_incl.set(xlabel=r"availability $\pi_i$", ylabel=r"$P(i \in \mathcal{B}_k)$ (dots: Monte Carlo $\pm$3 s.e.)")
-    ax_weight.set(xlabel=r"availability $\pi_i$", ylabel=r"weight $p_i$ of the optimised objective ($q_i = 1$)")
+    ax_weight.set(xlabel=r"availability $\pi_i$", ylabel=r"$p_i$ ($q_i = 1$)")
+    ax_weight.set_title(r"weight $p_i$ of the optimised objective" "\n" r"(lines and colours of N as on the left)",
+                        fontsize=9)
     ax_incl.legend()
-    ax_weight.legend()
+    # the N lines repeat the left legend; the two references only, in the empty upper left
+    hs, ls = ax_weight.get_legend_handles_labels()
+    keep = [(h, l) for h, l in zip(hs, ls) if not l.startswith("N=")]
+    ax_weight.legend(*zip(*keep), loc="upper left")
 
 
 def scheme_tables(vectors: dict, alpha, Ns: Sequence[int], *, enumerate_max_N: int, runs: int,

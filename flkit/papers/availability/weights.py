@@ -622,20 +622,22 @@ def plot_floors(axes, df: pd.DataFrame, task: WeightedQuadratic, pi) -> None:
         col = PALETTE[name]
         m = meas.loc[name]
         axes[0].errorbar(m.index, m["mean"], yerr=3 * m["std"] / np.sqrt(m["count"]), fmt="o", ms=4, color=col,
-                         label=f"{name} (measured)")
+                         label=rule_label(name))
         emax = eta_max(task.problem, pi, q, normalize=norm)
         etas = np.geomspace(min(m.index), 0.97 * emax, 60)
         st = [stationary_sq_distance(task.problem, pi, q, normalize=norm, eta=e, ref=w_T) for e in etas]
         axes[0].plot(etas, [s["total"] for s in st], "-", color=col, lw=1)
-        axes[1].plot(etas, [s["variance"] for s in st], "-", color=col, label=f"{name}, eta < {emax:.2f}")
+        axes[1].plot(etas, [s["variance"] for s in st], "-", color=col, label=f"stable for $\\eta$ < {emax:.2f}")
         if st[0]["bias2"] > 1e-20:
             axes[0].axhline(st[0]["bias2"], ls=":", color=col, lw=1)
     axes[0].set(xscale="log", yscale="log", xlabel=r"server step size $\eta$",
                 ylabel=r"floor: mean $\|w_k - w_T^\star\|^2$, 2nd half")
     axes[1].set(xscale="log", yscale="log", xlabel=r"server step size $\eta$",
                 ylabel=r"stationary variance tr $\Sigma$ (exact)")
-    axes[0].legend()
-    axes[1].legend()
+    # the rules' legend below the left panel (inside it hid the points at small eta and the dotted bias line);
+    # the right panel's stability limits in its empty upper left corner
+    axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    axes[1].legend(loc="upper left")
 
 
 def eta_max(problem: QuadraticProblem, pi, q, *, normalize: bool) -> float:
@@ -651,22 +653,27 @@ def plot_spread(axes, df: pd.DataFrame) -> None:
     for name, g in df.groupby("rule", sort=False):
         col = PALETTE[name]
         z, t = g[g["point"] == "w = 0"], g[g["point"] == "w = w_T*"]
-        axes[0].plot(z["pi_min"], z["bias2"] / z["grad2"], "o-", color=col, ms=3, label=name)
+        axes[0].plot(z["pi_min"], z["bias2"] / z["grad2"], "o-", color=col, ms=3, label=rule_label(name))
         z, t = z[z["variance"] > 1e-12], t[t["variance"] > 1e-12]          # pi_min = 1: no randomness
-        axes[1].plot(z["pi_min"], z["variance"], "o-", color=col, ms=3, label=f"{name}, w = 0")
-        axes[1].plot(t["pi_min"], t["variance"], "s--", color=col, ms=3, label=f"{name}, w = w_T*")
+        axes[1].plot(z["pi_min"], z["variance"], "o-", color=col, ms=3)
+        axes[1].plot(t["pi_min"], t["variance"], "s--", color=col, ms=3)
     axes[0].set(xscale="log", xlabel=r"smallest availability $\pi_{\min}$ ($\pi_i$ evenly in $[\pi_{\min}, 1]$)",
                 ylabel=r"$\|\mathbb{E}G - \nabla F_T(w)\|^2 / \|\nabla F_T(w)\|^2$ at $w = 0$")
-    axes[1].set(xscale="log", yscale="log", xlabel=r"smallest availability $\pi_{\min}$ (variance 0 at 1 not drawn)",
+    axes[1].set(xscale="log", yscale="log", xlabel=r"$\pi_{\min}$ (at 1 the variance is 0: not drawn)",
                 ylabel=r"variance $\mathbb{E}\|G - \mathbb{E}G\|^2$")
     from matplotlib.ticker import NullFormatter
     ticks = sorted(df["pi_min"].unique())
     for ax in axes:
-        ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=7)
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=8)
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlim(min(ticks) / 1.3, max(ticks) * 1.3)
-    axes[0].legend()
-    axes[1].legend()
+    # one legend below both panels (the curves fill both axes): colour = rule, line style = point (right panel)
+    from matplotlib.lines import Line2D
+    hs, ls = axes[0].get_legend_handles_labels()
+    hs += [Line2D([], [], color="0.3", marker="o", ms=3, ls="-"),
+           Line2D([], [], color="0.3", marker="s", ms=3, ls="--")]
+    ls += ["right: at $w = 0$", r"right: at $w = w_T^\star$"]
+    axes[0].figure.legend(hs, ls, loc="outside lower center", ncol=2)
 
 
 def limit_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -699,6 +706,25 @@ LIMIT_REFS = {"F_T": (r"argmin $F_T$", "#1b7837", "o"), "F_B": (r"argmin $F_B$ (
               "effective": (r"argmin $\sum_i P_i F_i$ (exact $P$)", "#2166ac", "^")}
 
 
+def _math_label(text: str) -> str:
+    """A case or q name of :func:`limit_cases` in math text: "pi_i = 0.3" -> $\\pi_i = 0.3$, "q ~ |S_i|" ->
+    $q \\propto |S_i|$, "general pi" -> general $\\pi$."""
+    if text.startswith("general "):
+        return "general " + _math_label(text[len("general "):])
+    t = text.replace("alpha", r"\alpha").replace("pi", r"\pi").replace(" ~ ", r" \propto ")
+    return f"${t}$"
+
+
+def rule_label(name: str) -> str:
+    """A rule name of PALETTE in math text ("q = alpha/pi" -> $q = \\alpha/\\pi$)."""
+    head, _, q = name.partition(", ")
+    rest = ""
+    if " (" in q:
+        q, rest = q.split(" (", 1)
+        rest = " (" + rest
+    return f"{head}, {_math_label(q)}{rest}"
+
+
 def plot_limits(axes, summary: pd.DataFrame, floor: float = 1e-6) -> None:
     """One panel per rule: the final squared distance (mean over seeds, +-3 s.e.) to each reference point
     for every (case, q); exact expectations as short black ticks; values below `floor` drawn at it."""
@@ -711,10 +737,16 @@ def plot_limits(axes, summary: pd.DataFrame, floor: float = 1e-6) -> None:
             y = np.maximum(h["mean"].to_numpy(), floor)
             ax.errorbar(x, y, yerr=3 * h["se"].to_numpy(), fmt=mk, color=col, ms=5, label=lab)
             ax.plot(x, np.maximum(h["exact"].to_numpy(), floor), "_", color="k", ms=10)
-        ax.set_xticks(np.arange(len(combos)), [f"{c}\n{q}" for c, q in combos], fontsize=7)
+        # major ticks: q of each run; minor ticks (no mark) centred under each case: the case (pi)
+        ax.set_xticks(np.arange(len(combos)), [_math_label(q) for _, q in combos], fontsize=8.5)
+        cases = list(dict.fromkeys(c for c, _ in combos))
+        mid = [np.mean([i for i, (c2, _) in enumerate(combos) if c2 == c]) for c in cases]
+        ax.set_xticks(mid, [_math_label(c) for c in cases], minor=True, fontsize=8.5)
+        ax.tick_params(axis="x", which="minor", length=0, pad=16)
+        ax.tick_params(axis="x", which="major", pad=2)
         ax.set(yscale="log", ylabel=r"final $\|w_K - w^\star\|^2$", title=f"{rule} rule")
         ax.axhline(floor, color="0.7", lw=0.6)
-    axes[0].legend()
+    axes[0].figure.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3)
 
 
 # ================================================================================================

@@ -749,7 +749,8 @@ def plot_tail(axes, tab: pd.DataFrame, labels: dict, colors: dict) -> None:
         ax.errorbar(s.index, s["mean"], yerr=s["sem"], marker="o", ms=3, color=colors[m], label=labels[m], lw=1)
     ax.set(xscale="log", yscale="log", xlabel="rounds T", ylabel=r"$\|\bar x_T - \arg\min h\|$")
     _plain_ticks(ax, sorted(tab["round"].unique()))
-    ax.legend(fontsize=7)
+    # one legend for both panels (same colours), below them at the book's size: inside, it hid the lines
+    ax.figure.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=4)
     ax = axes[1]
     last = tab[tab["round"] == tab["round"].max()]
     for m, g in last.groupby("method", sort=False):
@@ -835,5 +836,8 @@ def plot_option1(axes, Qs: dict, Ks) -> None:
             ax.fill_between(t, Q.min(0), Q.max(0), color=f"C{k}", alpha=0.25, lw=0)
         ax.axhline(OPTION1_LEVEL, color="k", ls="--", lw=0.8)
         ax.set(xscale="log", yscale="log", title=pattern, xlabel="round t + 1")
-    axes[0].set_ylabel(r"$\frac{1}{N}\sum_n (p_n\omega_t^n - 1)^2$")
-    axes[0].legend(fontsize=7)
+    axes[0].set_ylabel(r"mean over $n$ of $(p_n\omega_t^n - 1)^2$")
+    hs, ls = axes[0].get_legend_handles_labels()
+    hs.append(plt.Line2D([], [], color="k", ls="--", lw=0.8))
+    ls.append(f"level 1/{round(1 / OPTION1_LEVEL)}")
+    axes[0].figure.legend(hs, ls, loc="outside lower center", ncol=len(ls))

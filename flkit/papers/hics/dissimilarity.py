@@ -301,7 +301,7 @@ def plot_fig6(pts: pd.DataFrame, tight: dict, title: str, C: int = 10):
     """Fig. 6(a): y against H(D^(k)) for every client and recorded round (colour: round), the 95% level of the
     points in 12 bins of H, the least-area bound of Eq. 3's form above every point, and the document's blue
     curve scaled to our 95% level in the lowest third (its shape only); left linear, right logarithmic y."""
-    fig, axes = plots.figure(1, 2, width=7.5, row_height=3.4)
+    fig, axes = plots.figure(1, 2, width=7.0, row_height=3.9)
     xs = np.linspace(0, math.log(C), 200)
     mid, lev = binned_quantile(pts["H"], pts["y"], C=C)
     blue = envelope_curve(xs, **DOC_CURVES["blue"], C=C)
@@ -317,10 +317,12 @@ def plot_fig6(pts: pd.DataFrame, tight: dict, title: str, C: int = 10):
             ax.set_yscale("log")
             ax.set_ylim(max(float(pts["y"].min()), 1e-3), None)
             ax.set_title("log scale")
-            ax.legend(loc="lower left", fontsize=7.5)
         else:
             ax.set_ylim(0, float(pts["y"].max()) * 1.05)
             ax.set_title("linear scale")
     fig.colorbar(sc, ax=axes[0, 1], label="round t")
-    fig.suptitle(title)
+    # the legend below both panels, at the book's size: inside, it covered the lower-left points of the log panel
+    fig.legend(*axes[0, 1].get_legend_handles_labels(), loc="outside lower center", ncol=2)
+    from textwrap import fill
+    fig.suptitle(fill(title, 95), fontsize=9.5)
     return fig

@@ -701,7 +701,7 @@ def plot_theorem2_rounds(df: pd.DataFrame, bt: pd.DataFrame, frac: float, title:
     r"""Left: :math:`\sum_k\omega_k^t\sigma_k^2` per round (mean over seeds) for HiCS (exact probabilities
     and the document's form) and random sampling. Right: :math:`\|\nabla F(\theta^t)\|^2` (mean +- 2 se
     over seeds) with each method's Theorem 2 bound (dashed)."""
-    fig, axes = plots.figure(1, 2, width=7.5, row_height=3.3)
+    fig, axes = plots.figure(1, 2, width=7.0, row_height=3.6)
     d = df[df.frac == frac]
     ax = axes[0, 0]
     for (m, metric), st in {("HiCS", "weighted_sigma2"): "-", ("HiCS", "generic_sigma2"): ":",
@@ -718,9 +718,10 @@ def plot_theorem2_rounds(df: pd.DataFrame, bt: pd.DataFrame, frac: float, title:
         ax.plot(mean.index, mean.values, color=_COLORS[m], label=m)
         ax.fill_between(mean.index, (mean - 2 * se).clip(lower=1e-300), mean + 2 * se, color=_COLORS[m], alpha=0.25)
         ax.axhline(bt[(bt.method == m) & (bt.frac == frac)].bound.mean(), color=_COLORS[m], ls="--", lw=1,
-                   label=f"{m}: Theorem 2 bound")
-    ax.set(yscale="log", xlabel="round t", ylabel=r"$\|\nabla F(\theta^t)\|^2$", title=r"gradient norm and bound")
-    ax.legend(loc="center right")
+                   label=f"{m}: bound (dashed)")
+    ax.set(yscale="log", xlabel="round t", ylabel=r"$\|\nabla F(\theta^t)\|^2$",
+           title=r"gradient norm and Theorem 2's bound")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # below: inside it hid the curves and bands
     fig.suptitle(title)
     return fig
 
