@@ -777,7 +777,7 @@ def plot_drift(ax, rows: pd.DataFrame) -> None:
             ax.plot(g["gamma"], g["gamma"] * g["slope_norm"], "--", color=col, lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel=r"local step size $\gamma$",
            ylabel=r"$\|x_\gamma - \arg\min h\|$")
-    ax.legend(fontsize=7, title="local steps", title_fontsize=7)
+    ax.legend(title="local steps")
 
 
 def plot_tradeoff(axes, avg: pd.DataFrame, bounds: pd.DataFrame, k_cor: dict, Ts) -> None:
@@ -798,17 +798,17 @@ def plot_tradeoff(axes, avg: pd.DataFrame, bounds: pd.DataFrame, k_cor: dict, Ts
             axes[0].plot([kmax * 2], inf["value"], "s", color=col, ms=5)
         axes[0].axvline(k_cor[T], color=col, ls=":", lw=1)
     axes[0].set(xscale="log", yscale="log", xlabel="cutoff K (square: K = inf)",
-                ylabel=r"$\frac{1}{NT}\sum_t\sum_n \mathbb{E}[(p_n\omega_t^n - 1)^2]$")
+                ylabel=r"$\Sigma_t\Sigma_n\,\mathbb{E}[(p_n\omega_t^n - 1)^2]\,/\,(NT)$")
     axes[0].set_ylim(top=min(axes[0].get_ylim()[1], 50))
-    axes[0].legend(fontsize=7)
+    axes[0].legend()
     T = max(Ts)
     for metric, style, lab in (("avg_var", "o-", "variance part"), ("avg_bias", "s-", "bias part")):
         g = fin[(fin["round"] == T) & (fin["metric"] == metric) & (fin["value"] > 0)].sort_values("K")
         axes[1].plot(g["K"], g["value"], style, ms=3, label=lab)
     b = bounds[bounds["T"] == T].sort_values("K")
-    axes[1].plot(b["K"], b["bias_doc"], "k--", lw=0.8, label=r"$\frac{1}{N}\sum_n(1-p_n)^{2K}$")
+    axes[1].plot(b["K"], b["bias_doc"], "k--", lw=0.8, label=r"$\Sigma_n(1-p_n)^{2K}/N$")
     axes[1].set(xscale="log", yscale="log", xlabel="cutoff K", ylabel=f"part of the term, T = {T}", ylim=(1e-5, 2))
-    axes[1].legend(fontsize=7)
+    axes[1].legend()
 
 
 def plot_per_round(ax, curves: pd.DataFrame, p, Ks) -> None:
@@ -822,8 +822,8 @@ def plot_per_round(ax, curves: pd.DataFrame, p, Ks) -> None:
         t = g["round"].to_numpy()
         ax.plot(t, [theorem3_bound(np.asarray(p), K, tt).mean() for tt in t], "--", color=col, lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="round t",
-           ylabel=r"$\frac{1}{N}\sum_n \mathbb{E}[(p_n\omega_t^n-1)^2]$")
-    ax.legend(fontsize=7)
+           ylabel=r"$\Sigma_n\,\mathbb{E}[(p_n\omega_t^n-1)^2]\,/\,N$")
+    ax.legend()
 
 
 def plot_option1(axes, Qs: dict, Ks) -> None:

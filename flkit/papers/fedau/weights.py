@@ -492,7 +492,7 @@ TITLES = {"bernoulli": "Bernoulli", "markov": "Markovian (x = 0.05)", "cyclic": 
 def plot_traces(res: dict, cfg: dict, seed_index: int = 0) -> plt.Figure:
     """Figure (a): omega_t^n of the tracked clients of one seed, K = inf solid and K = 50 dashed, with
     1/p_n dotted; one panel per pattern (a 3 x 1 grid)."""
-    fig, axes = plt.subplots(3, 1, figsize=(7.5, 8.0), sharex=True)
+    fig, axes = plt.subplots(3, 1, figsize=(7.0, 7.6), sharex=True, layout="constrained")
     T = cfg["rounds"]
     t = np.arange(T)
     idx, p = res["track"][seed_index], res["p"][seed_index]
@@ -502,15 +502,14 @@ def plot_traces(res: dict, cfg: dict, seed_index: int = 0) -> plt.Figure:
             for K in cfg["cutoffs"]:
                 ls, lw = ("-", 1.3) if K is None else ("--", 1.0)
                 ax.plot(t, res["runs"][pat, K].trace[:, seed_index, k], ls, lw=lw, color=c,
-                        label=f"p_n = {p[n]:.3f}, {k_label(K)}")
+                        label=f"$p_n$ = {p[n]:.3f}, {k_label(K)}")
             ax.axhline(1 / p[n], color=c, ls=":", lw=1.0)
         ax.set(yscale="log", ylabel=r"$\omega_t^n$", title=TITLES[pat].replace("x = 0.05", f"x = {cfg['x']}")
                .replace("L = 100", f"L = {cfg['period']}"))
-        ax.title.set_fontsize(10)
+        ax.title.set_fontsize(9.5)
     axes[-1].set_xlabel("round t")
     h, lab = axes[0].get_legend_handles_labels()
-    fig.legend(h, lab, loc="lower center", ncol=2, fontsize=9, frameon=False, bbox_to_anchor=(0.5, -0.01))
-    fig.tight_layout(rect=(0, 0.11, 1, 1))
+    fig.legend(h, lab, loc="outside lower center", ncol=2, fontsize=9, frameon=False)
     return fig
 
 
@@ -518,8 +517,8 @@ def plot_final(end: pd.DataFrame, cfg: dict) -> plt.Figure:
     """Figure (b): omega_T^n against 1/p_n for all clients and seeds, one panel per (K, pattern) in a
     2 x 3 grid; identity line and the predicted long-run value (black dots)."""
     Ks = [k_label(K) for K in cfg["cutoffs"]]
-    fig, axes = plt.subplots(len(Ks), 3, figsize=(7.5, 2.6 * len(Ks) + 0.4), sharex=True, sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(len(Ks), 3, figsize=(7.0, 2.6 * len(Ks) + 0.4), sharex=True, sharey=True,
+                             squeeze=False, layout="constrained")
     lo, hi = end["inv_p"].min() * 0.8, max(end["inv_p"].max(), end["omega_T"].max()) * 1.25
     for i, K in enumerate(Ks):
         for j, pat in enumerate(PATTERNS):
@@ -530,21 +529,20 @@ def plot_final(end: pd.DataFrame, cfg: dict) -> plt.Figure:
             ax.scatter(d["inv_p"], d["omega_T"], s=6, alpha=0.4, color=PALETTE[j], zorder=3,
                        label=r"measured $\omega_T^n$")
             ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi))
-            ax.set_title(f"{TITLES[pat].split(' (')[0]}, {K}", fontsize=10)
+            ax.set_title(f"{TITLES[pat].split(' (')[0]}, {K}", fontsize=9.5)
             if i == len(Ks) - 1:
                 ax.set_xlabel(r"$1/p_n$")
             if j == 0:
                 ax.set_ylabel(r"$\omega_T^n$ (T = %d)" % cfg["rounds"])
     h, lab = axes[0, 0].get_legend_handles_labels()
-    fig.legend(h, lab, loc="lower center", ncol=3, fontsize=9, frameon=False, markerscale=3)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.legend(h, lab, loc="outside lower center", ncol=3, fontsize=9, frameon=False, markerscale=3)
     return fig
 
 
 def plot_error(res: dict, cfg: dict, floors: dict) -> plt.Figure:
     """Figure (c): mean over clients of |p_n omega_t^n - 1| against the round, mean over seeds, per
     pattern (1 x 3); dashed: the predicted long-run error of each K (`floors[(pattern, K)]`)."""
-    fig, axes = plt.subplots(1, 3, figsize=(7.5, 3.0), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(7.0, 3.4), sharey=True, layout="constrained")
     t = np.arange(1, cfg["rounds"] + 1)
     for ax, pat in zip(axes, PATTERNS):
         for k, K in enumerate(cfg["cutoffs"]):
@@ -553,11 +551,10 @@ def plot_error(res: dict, cfg: dict, floors: dict) -> plt.Figure:
             if floors[pat, K] > 1e-12:     # K = inf under Bernoulli / Markov: the limit is exact, error -> 0
                 ax.axhline(floors[pat, K], color=c, ls="--", lw=0.9, label=f"predicted limit, {k_label(K)}")
         ax.set(xscale="log", yscale="log", xlabel="round t")
-        ax.set_title(TITLES[pat].split(" (")[0], fontsize=10)
+        ax.set_title(TITLES[pat].split(" (")[0], fontsize=9.5)
     axes[0].set_ylabel(r"mean$_n\ |p_n\omega_t^n - 1|$")
     handles = {}
     for ax in axes:
         handles.update({lab: h for h, lab in zip(*ax.get_legend_handles_labels())})
-    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=2, fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, 0.17, 1, 1))
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=2, fontsize=9, frameon=False)
     return fig

@@ -132,6 +132,7 @@ def plot_partitions(parts: dict, title: str, *, panel_height: float = 2.4):
         plot_counts(part, ax=ax, annotate=False)
         ax.set_title(name, fontsize=10)
         ax.tick_params(labelsize=9)
+        ax.tick_params(axis="y", labelrotation=0)
         ax.set_xlabel("client", fontsize=10)
         ax.set_ylabel("class", fontsize=10)
         ax.collections[0].colorbar.ax.tick_params(labelsize=9)
@@ -386,7 +387,7 @@ def slope(x, y) -> float:
 
 def plot_eq6(ef6: pd.DataFrame, title: str = ""):
     """Measured bias updates against the two predictions (all clients and classes)."""
-    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.7))
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.4), layout="constrained")
     for ax, col, name in zip(axes, ("eq6_printed", "per_step"),
                              (r"Eq. 6 as printed: $\eta R(D_i - 1/C)$", r"per step: $\eta S_k(D_i - \bar s_i)$")):
         ax.scatter(ef6[col], ef6["measured"], s=6, alpha=0.5)
@@ -396,7 +397,6 @@ def plot_eq6(ef6: pd.DataFrame, title: str = ""):
         ax.set_title(name, fontsize=9)
         ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
     return fig
 
 

@@ -360,7 +360,7 @@ def theorem1_summary(pf: pd.DataFrame, rp: pd.DataFrame, parts: dict, run: tuple
 def plot_theorem1(pf: pd.DataFrame, rp: pd.DataFrame, title: str):
     """Measured gap against the bound for every ordered pair of one run, statement (left) and proof
     (right); below the diagonal the bound is violated. The replicated pairs: mean +- 2 se."""
-    fig, axes = plots.figure(1, 2, width=7.5, row_height=3.5)
+    fig, axes = plots.figure(1, 2, width=7.0, row_height=3.5)
     for ax, form, name in zip(axes[0], ("statement", "proof"), ("Eq. 8 (statement)", r"Eq. 50 (proof, with $\ln C$)")):
         col = f"bound_{form}"
         below = pf.gap < pf[col]
@@ -802,7 +802,7 @@ def optimizer_table(runs: pd.DataFrame, cfg: dict, data, T: float, present: floa
 def plot_fig11_12(per: pd.DataFrame, seed: int, title: str):
     """Figs. 11-12: estimated against true entropy, one row per alpha list, SGD (left) and Adam (right)."""
     names = list(dict.fromkeys(per.list))
-    fig, axes = plots.figure(len(names), 2, width=7.5, row_height=3.2)
+    fig, axes = plots.figure(len(names), 2, width=7.0, row_height=3.2)
     cmap = plt.get_cmap("viridis")
     for i, name in enumerate(names):
         alphas = E.CIFAR10["lists"][name]
@@ -811,7 +811,7 @@ def plot_fig11_12(per: pd.DataFrame, seed: int, title: str):
             g = per[(per.list == name) & (per.seed == seed) & (per.opt == opt)]
             for c, al in enumerate(alphas):
                 h = g[g.alpha == al]
-                ax.scatter(h.H, h.H_hat, s=16, color=cmap(c / (len(alphas) - 1)), label=f"alpha = {al:g}")
+                ax.scatter(h.H, h.H_hat, s=16, color=cmap(c / (len(alphas) - 1)), label=rf"$\alpha$ = {al:g}")
             ax.plot([0, math.log(10)], [0, math.log(10)], "k--", lw=0.8)
             ax.set(xlabel="true entropy H (nats)", ylabel=r"estimate $\hat H$ (nats)",
                    title=f"setting {name}, {'SGD' if opt == 'sgd' else 'Adam'}")
