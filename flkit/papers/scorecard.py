@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -159,13 +160,14 @@ def record(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str,
     df = pd.DataFrame(rs, columns=["doc", "item", "what", "verdict", "ours", "spread", "reference", "margin", "rule"])
     if show:
         n_ok = int(df["verdict"].isin(["agrees", "confirmed"]).sum())
-        print(f"The checks of this page, as the scorecard records them: {n_ok} of {len(df)} agree or are "
-              f"confirmed, over {df['item'].nunique()} items of document {doc}.")
+        print(textwrap.fill(f"The checks of this page, as the scorecard records them: {n_ok} of {len(df)} agree or "
+                            f"are confirmed, over {df['item'].nunique()} items of document {doc}.", 88))
         view = df[["item", "what", "verdict", "ours", "reference"]].copy()
         for c in ("ours", "reference"):
             view[c] = [claims.number(x) for x in view[c]]
         display(view.style.hide(axis="index"))
-        print("Rules applied:\n" + "\n".join(f"- {r}" for r in dict.fromkeys(df["rule"])))
+        print("Rules applied:\n" + "\n".join(textwrap.fill(r, 88, initial_indent="- ", subsequent_indent="  ")
+                                               for r in dict.fromkeys(df["rule"])))
     return df
 
 
