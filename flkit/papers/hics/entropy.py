@@ -297,17 +297,17 @@ def class_share(sc: pd.DataFrame) -> float:
 def plot_fig9(ef: pd.DataFrame, alphas: dict, C: int, title: str = ""):
     """Fig. 9: estimated against true entropy, one panel per alpha list, clients coloured by alpha."""
     names = list(dict.fromkeys(ef["list"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(3.75 * len(names), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.5 * len(names), 3.8), squeeze=False)
     cmap = plt.get_cmap("viridis")
     for ax, name in zip(axes[0], names):
         g = ef[ef["list"] == name]
         for j, a in enumerate(alphas[name]):
             h = g[g["alpha"] == a]
             ax.scatter(h["H"], h["H_hat"], s=14, color=cmap(j / max(1, len(alphas[name]) - 1)),
-                       label=f"alpha = {a:g}", alpha=0.8)
-        ax.plot([0, math.log(C)], [0, math.log(C)], "k--", lw=0.8, label="H_hat = H")
-        ax.set(xlabel="true entropy H(D) (nats)", ylabel="estimated entropy H_hat (nats)",
-               title=f"{name}: alpha in {{{', '.join(f'{a:g}' for a in alphas[name])}}}")
+                       label=rf"$\alpha$ = {a:g}", alpha=0.8)
+        ax.plot([0, math.log(C)], [0, math.log(C)], "k--", lw=0.8, label=r"$\hat H = H$")
+        ax.set(xlabel=r"true entropy $H(\mathcal{D})$ (nats)", ylabel=r"estimated entropy $\hat H$ (nats)",
+               title=rf"{name}: $\alpha \in$ {{{', '.join(f'{a:g}' for a in alphas[name])}}}")
         ax.title.set_fontsize(9)
         ax.legend(fontsize=8, loc="lower right")
     fig.suptitle(title, fontsize=10)
