@@ -8,10 +8,14 @@ The RAM of Figs. 3-4 and Table 1 is the authors' 30-user vector (setting ram="au
 --set ram=random-draw selects the sensitivity variant (27 of the 30 probabilities drawn at random).
 
 Runs are stored through flkit.results under <out>/<experiment>/ (default out: results/cvar, the folder
-the notebooks read), one CSV + JSON per run, and skipped when already there. The runs of a batch share
-one vectorized computation; a batch stopped by --max-minutes is checkpointed under <out>/checkpoints/
-and continues from there on the next call, so a long sweep can be split into several shorter commands.
-Exit status: 0 when every run of the experiment is stored, 75 when stopped early (call again).
+the notebooks read; for --profile smoke results/tmp/cvar, git-ignored scratch; $FLKIT_RESULTS replaces
+results/ in both, as for the notebooks), one CSV + JSON per run, and skipped when already there. The
+runs of a batch share one vectorized computation; a batch stopped by --max-minutes is checkpointed under
+<out>/checkpoints/ and continues from there on the next call, so a long sweep can be split into several
+shorter commands.
+Exit status: 0 when every run of the experiment is stored, 75 when stopped early (call again), 2 for bad
+input (an option, a --set item, a setting outside its range, an --out or --pack that cannot be written),
+reported as one line before any computation.
 
 --estimate times a few rounds of the first pending batch (nothing is stored) and prints the projected
 time of the whole sweep on this device.
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import tarfile
 import time
@@ -51,27 +56,88 @@ from flkit.seeding import resolve_device  # noqa: E402
 EXIT_UNFINISHED = 75
 
 
+def _positive(kind):
+    """An argparse type: a number of `kind` (int or float), finite and > 0."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            v = None
+        if v is None or not math.isfinite(v) or v <= 0:
+            what = "an integer >= 1" if kind is int else "a finite number > 0"
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return v
+    return parse
+
+
+def _overrides(items: list[str]) -> dict:
+    """The --set items as {name: value}; ValueError for an item that is not NAME=VALUE with a YAML value
+    other than null (settings() would take null for "the profile's value" and ignore it)."""
+    import yaml
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            v = yaml.safe_load(value) if sep and name.strip() else None
+        except yaml.YAMLError:
+            v = None
+        if v is None:
+            raise ValueError(f"--set {item!r}: expected NAME=VALUE with a YAML value that is not null")
+        out[name.strip()] = v
+    return out
+
+
+def _writable(folder: Path) -> str | None:
+    """None when `folder` can be created and a file written there (probe written and removed), else why not."""
+    probe = folder / f".cvar_sweep-probe-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def _parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """The arguments, with .settings, .device and .out (resolved) added. Bad input (options, --set, settings,
+    device, an unwritable --out or --pack) exits here with one line, status 2, before any computation."""
+    ap = argparse.ArgumentParser(prog=Path(__file__).name, description=__doc__.split("\n\n")[0])
     ap.add_argument("experiment", choices=sorted(cvar.PAPER))
     ap.add_argument("--profile", default="paper", choices=["smoke", "reduced", "paper"])
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:i]")
-    ap.add_argument("--max-minutes", type=float, default=None,
+    ap.add_argument("--max-minutes", type=_positive(float), default=None,
                     help="stop cleanly (checkpoint) before this many minutes have passed")
-    ap.add_argument("--out", type=Path, default=REPO / "results" / "cvar",
-                    help="results folder (runs go to <out>/<experiment>/); default results/cvar")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="results folder (runs go to <out>/<experiment>/); default results/cvar, "
+                         "results/tmp/cvar (git-ignored) for --profile smoke")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="override the profile's seeds")
-    ap.add_argument("--rounds", type=int, default=None, help="override the profile's rounds")
+    ap.add_argument("--rounds", type=_positive(int), default=None, help="override the profile's rounds")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override any setting of the profile (value read as YAML), e.g. --set 'panels=[a]'")
-    ap.add_argument("--batch-size", type=int, default=None,
+    ap.add_argument("--batch-size", type=_positive(int), default=None,
                     help="most runs per vectorized batch (default: all runs of a group)")
     ap.add_argument("--estimate", action="store_true", help="time a few rounds and project; store nothing")
-    ap.add_argument("--estimate-rounds", type=int, default=3)
+    ap.add_argument("--estimate-rounds", type=_positive(int), default=3)
     ap.add_argument("--pack", type=Path, default=None,
                     help="write <out>/<experiment> and <out>/checkpoints into this .tar.gz at the end")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    return ap.parse_args(argv)
+    ap.add_argument("--threads", type=_positive(int), default=None, help="torch CPU threads")
+    args = ap.parse_args(argv)
+    try:
+        extra = _overrides(args.set)
+        extra.update({k: v for k, v in (("seeds", args.seeds), ("rounds", args.rounds)) if v is not None})
+        args.settings = cvar.settings(args.experiment, args.profile, **extra)
+        args.device = resolve_device(args.device)
+    except (ValueError, RuntimeError) as e:  # RuntimeError: torch's for a malformed "cuda:..."
+        ap.error(" ".join(str(e).split()))  # one line
+    if args.out is None:  # the folder the notebooks read (store_for's), scratch for smoke
+        args.out = cvar.store_for(args.settings).root.parent
+    if not args.estimate:  # --estimate writes nothing
+        for option, folder in (("--out", args.out), ("--pack", args.pack and args.pack.parent)):
+            why = folder is not None and _writable(folder)
+            if why:
+                ap.error(f"{option} {folder}: cannot write there ({why})")
+    return args
 
 
 def estimate(s: dict, out: Path, device, batch_size, rounds: int) -> None:
@@ -127,19 +193,12 @@ def pack(out: Path, experiment: str, target: Path) -> None:
 
 
 def main(argv=None) -> int:
+    t_start = time.time()  # --max-minutes counts from here
     args = _parse(argv)
-    t_start = time.time()
-    import torch
     if args.threads:
+        import torch
         torch.set_num_threads(args.threads)
-    device = resolve_device(args.device)
-    import yaml
-    extra = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        extra[name.strip()] = yaml.safe_load(value)
-    extra.update({k: v for k, v in (("seeds", args.seeds), ("rounds", args.rounds)) if v is not None})
-    s = cvar.settings(args.experiment, args.profile, **extra)
+    s, device = args.settings, args.device
     print(f"{args.experiment} / {args.profile} on {device}" + (f"  [{s['label']}]" if s["label"] else ""))
     if args.estimate:
         estimate(s, args.out, device, args.batch_size, args.estimate_rounds)
