@@ -27,12 +27,14 @@ recorded as +inf from then on.
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import math
+import numbers
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,7 @@ import torch
 from torch import Tensor
 
 from flkit.aggregate import Updates
+from flkit.results import remove_stale_temp, temp_path
 
 __all__ = ["Algorithm", "Runs", "Result", "Deadline", "run"]
 
@@ -50,11 +53,13 @@ class Algorithm:
     """One method of a comparison.
 
     aggregator: a rule of :mod:`flkit.aggregate`; sampler: a sampler of :mod:`flkit.sample` (None: every
-    available client trains); lr: the server step size eta; local_lr: the clients' step size (None: the
-    task's own); availability: None (the experiment's masks), "all" (every client every round, e.g. FedGD),
-    a callable seed -> (T, N) bool, or a dict seed -> (T, N) (the algorithm's own participation process);
-    p: the participation probabilities this algorithm's server knows (float, (N,), or per seed: a dict
-    seed -> (N,) or a callable seed -> (N,)), default the run's."""
+    available client trains); lr: the server step size eta, a finite number >= 0; local_lr: the clients'
+    step size, a finite number >= 0 (None: the task's own); availability: None (the experiment's masks),
+    "all" (every client every round, e.g. FedGD), a callable seed -> (T, N) mask, a dict seed -> (T, N)
+    mask (the algorithm's own participation process) or one (T, N) mask for every seed, a mask being an
+    array or tensor of bool or 0/1 with at least T rows; p: the participation probabilities this
+    algorithm's server knows (float, (N,), or per seed: a dict seed -> (N,) or a callable seed -> (N,)),
+    default the run's. Bad step sizes raise ValueError here, bad masks and p in :func:`run`."""
     aggregator: object
     sampler: object | None = None
     lr: float = 1.0
@@ -62,6 +67,15 @@ class Algorithm:
     availability: object = None
     p: object = None
     label: str = ""
+
+    def __post_init__(self):
+        for name in ("lr", "local_lr"):
+            v = getattr(self, name)
+            if name == "local_lr" and v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
+                none = " or None (the task's own)" if name == "local_lr" else ""
+                raise ValueError(f"Algorithm {name} must be a finite number >= 0{none}, got {v!r}")
 
 
 @dataclass
@@ -145,14 +159,36 @@ def _seed_lists(algorithms: Mapping, seeds) -> dict[str, list[int]]:
     return out
 
 
-def _mask_of(spec, seed: int, T: int, N: int) -> Tensor:
+_AVAILABILITY = ("None (every client every round), 'all', a callable seed -> mask, a dict seed -> mask, or one "
+                 "mask for every seed (a mask: an array or tensor of bool or 0/1, shape (>= rounds, clients))")
+
+
+def _mask_of(spec, seed: int, T: int, N: int, name: str = "availability") -> Tensor:
+    """The (T, N) bool mask of `seed` under the availability `spec` (see `_AVAILABILITY`); ValueError
+    naming `name` for anything else, a mask of another shape, or values other than 0/1 (NaN, 0.5, ...)."""
     if spec is None or (isinstance(spec, str) and spec == "all"):
         return torch.ones(T, N, dtype=torch.bool)
-    m = spec[seed] if isinstance(spec, Mapping) else spec(seed) if callable(spec) else spec
-    m = torch.as_tensor(np.asarray(m, dtype=bool))
-    if m.shape[0] < T or m.shape[1:] != (N,):
-        raise ValueError(f"availability of seed {seed} has shape {tuple(m.shape)}; need (>= {T}, {N})")
-    return m[:T]
+    if isinstance(spec, Mapping):
+        if seed not in spec:
+            raise ValueError(f"{name} has no entry for seed {seed}")
+        m, what = spec[seed], f"{name} of seed {seed}"
+    elif callable(spec):
+        m, what = spec(seed), f"{name}({seed})"
+    elif isinstance(spec, (list, tuple)) or hasattr(spec, "__array__"):     # one mask for every seed
+        m, what = spec, name
+    else:
+        raise ValueError(f"{name} must be {_AVAILABILITY}; got {spec!r:.80}")
+    a = m.detach().cpu().numpy() if isinstance(m, Tensor) else np.asarray(m)
+    if a.ndim != 2 or a.shape[0] < T or a.shape[1] != N:
+        raise ValueError(f"{what} has shape {a.shape}; need (>= {T}, {N})")
+    a = a[:T]
+    if a.dtype != bool:
+        ok = (a == 0) | (a == 1) if a.dtype.kind in "iuf" else np.zeros(a.shape, dtype=bool)
+        if not ok.all():
+            raise ValueError(f"{what} holds {a[~ok].flat[0].item()!r} (dtype {a.dtype}): a mask holds bool or "
+                             f"0/1 values only")
+        a = a.astype(bool)
+    return torch.as_tensor(a)
 
 
 def _p_row(p, seed: int, N: int, dtype) -> Tensor | None:
@@ -171,6 +207,28 @@ def _p_row(p, seed: int, N: int, dtype) -> Tensor | None:
 
 def _key(*parts) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def _digest(x) -> str | None:
+    """sha256 of a tensor's (or array's) dtype, shape and bytes; None for None."""
+    if x is None:
+        return None
+    t = (x.detach() if isinstance(x, Tensor) else torch.as_tensor(np.asarray(x))).cpu().contiguous()
+    h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
+    h.update(t.reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()[:16]
+
+
+def _name(f) -> str | None:
+    """A callable by name (stable across processes, unlike its repr)."""
+    return None if f is None else f"{getattr(f, '__module__', None)}.{getattr(f, '__qualname__', type(f).__qualname__)}"
+
+
+def _number_or_none(v, name: str, none: str, zero_ok: bool) -> None:
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(v) or v < 0 or (v == 0 and not zero_ok):
+        raise ValueError(f"{name} must be None ({none}) or a number {'>=' if zero_ok else '>'} 0, got {v!r}")
 
 
 def all_hit_or_diverged(hit: Tensor, diverged: Tensor, t: int) -> bool:
@@ -217,17 +275,27 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
     """Run every algorithm for every seed for `rounds` rounds (module docstring). Returns a :class:`Result`.
 
     seeds: a list (the same for every algorithm) or a dict name -> list. availability: None (everyone,
-    every round), a callable seed -> (T, N) bool, or a dict seed -> (T, N). p: the participation
+    every round), "all", a callable seed -> (T, N) mask, a dict seed -> (T, N) mask, or one mask for
+    every seed (a mask: array or tensor of bool or 0/1 with >= T rows; anything else, NaN or 0.5 in a
+    mask included, raises ValueError). p: the participation
     probabilities the server knows (float, (N,), or per seed: dict seed -> (N,) or callable seed -> (N,));
     an Algorithm's own ``p`` wins. w0: the initial model,
     (d,) or (R, d) in row order (default: ``task.init_params(seeds)`` when the task has it, else zeros). every: metrics are recorded at rounds 0, every, 2 every,
     ..., rounds. target: (metric, eps): the first round with metric <= eps is each run's hit round; with
     ``stop_early`` the loop ends when ``stop_when(hit (R,), diverged (R,), t)`` is true (default: every run
-    hit or diverged). checkpoint: a file; the state is saved there every ``checkpoint_every_s`` seconds
-    and before the ``deadline`` (a ``time.time()`` value; the loop stops when two more rounds and 10 s
-    might not fit, and raises :class:`Deadline`), and a later call
-    with the same arguments resumes from it to the same numbers; the file is removed when the run ends.
-    diverge_factor: None turns divergence marking off. track: a cheap ``track(w) -> {name: (R,)}`` recorded
+    hit or diverged). checkpoint: a file (not a folder); the state is saved there every
+    ``checkpoint_every_s`` seconds and before the ``deadline`` (a ``time.time()`` value; the loop stops
+    when two more rounds and 10 s might not fit, and raises :class:`Deadline`), and a later call with the
+    same arguments resumes from it to the same numbers; the file is removed when the run ends. The
+    checkpoint's key covers the task's class, the algorithms (aggregator, sampler, step sizes), the seeds,
+    digests of the availability masks, p, w0 and the task's sizes actually used, rounds, every, target,
+    stop_early, stop_when and track (by name), track_every and the divergence settings; a call that
+    differs in any of them raises RuntimeError rather than resume another run's trajectory (the task's
+    data and callables' bodies are not fingerprinted). It is written through a temporary file
+    ``.<name>.<pid>.<hex>.tmp`` beside it (removed on failure; a killed writer's is removed by the next run
+    with this checkpoint, or by a results-store save in that folder, once a minute old).
+    diverge_factor: a number > 0, or None to turn divergence marking off; diverge_ref: None (each run's
+    initial |metric|, kept across a resume) or a number >= 0. track: a cheap ``track(w) -> {name: (R,)}`` recorded
     at rounds 0, track_every, ..., rounds (e.g. a CVaR threshold every round while the metrics, which
     evaluate the model on a test set, are recorded every ``every`` rounds); in ``Result.values`` beside the
     metrics, NaN at rounds where it was not recorded.
@@ -236,6 +304,11 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
         raise ValueError("algorithms is empty: give at least one Algorithm")
     rounds, every = _int(rounds, "rounds", 1), _int(every, "every", 1)
     track_every = _int(track_every, "track_every", 1)
+    _number_or_none(diverge_factor, "diverge_factor", "no divergence marking", zero_ok=False)
+    _number_or_none(diverge_ref, "diverge_ref", "each run's initial |metric|", zero_ok=True)
+    ckpt = Path(checkpoint) if checkpoint is not None else None
+    if ckpt is not None and ckpt.exists() and not ckpt.is_file():
+        raise ValueError(f"checkpoint {ckpt} is not a file (a folder?): give the path of a file to keep the state in")
     names = list(algorithms)
     seed_lists = _seed_lists(algorithms, seeds)
     N, d, dtype = task.num_clients, task.dim, getattr(task, "dtype", torch.float32)
@@ -253,23 +326,44 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
 
     # participation drawn in advance: one (T, N) mask per seed, shared by the algorithms that use it
     shared = {s: _mask_of(availability, s, rounds, N) for s in sorted(set(row_seeds))}
-    masks = torch.stack([shared[s] if algorithms[a].availability is None
-                         else _mask_of(algorithms[a].availability, s, rounds, N)
-                         for a, s in zip(row_names, row_seeds)])                         # (R, T, N)
+    own = [None if algorithms[a].availability is None
+           else _mask_of(algorithms[a].availability, s, rounds, N, f"algorithm {a!r} availability")
+           for a, s in zip(row_names, row_seeds)]
+    masks = torch.stack([shared[s] if m is None else m for m, s in zip(own, row_seeds)])  # (R, T, N)
     p_rows = [_p_row(algorithms[a].p if algorithms[a].p is not None else p, s, N, dtype)
               for a, s in zip(row_names, row_seeds)]
     p_all = torch.stack(p_rows) if all(v is not None for v in p_rows) else None
     sizes = getattr(task, "sizes", None)
     sizes = None if sizes is None else torch.as_tensor(np.asarray(sizes), dtype=torch.float64).expand(R, N)
+    if w0 is not None:
+        w0 = torch.as_tensor(w0, dtype=dtype).clone()
+        w0 = w0.expand(R, d).clone() if w0.dim() == 1 else w0
+        if w0.shape != (R, d):
+            raise ValueError(f"w0 must have shape ({d},) or ({R}, {d}), got {tuple(w0.shape)}")
 
-    key = _key(task.__class__.__name__, getattr(task, "key", None), [(a, repr(algorithms[a])) for a in names],
-               seed_lists, rounds, every, target, diverge_factor, diverge_ref)
-    ckpt = Path(checkpoint) if checkpoint is not None else None
+    if ckpt is not None:
+        remove_stale_temp(ckpt.parent, f".{glob.escape(ckpt.name)}.*.tmp")    # left by a killed writer
+    # what determines the numbers: availability and p by digests of the values used (their reprs may
+    # elide or hold addresses), so each is left out of the algorithms' part
+    shared_d = {s: _digest(m) for s, m in shared.items()}
+    parts = dict(task=(task.__class__.__name__, getattr(task, "key", None)),
+                 algorithms=[(a, [(f.name, repr(getattr(algorithms[a], f.name))) for f in fields(Algorithm)
+                                  if f.name not in ("availability", "p", "label")]) for a in names],
+                 seeds=seed_lists, rounds=rounds, every=every, target=target, stop_early=stop_early,
+                 stop_when=_name(stop_when), diverge=(diverge_factor, diverge_ref), track=_name(track),
+                 track_every=track_every,
+                 availability=[shared_d[s] if m is None else _digest(m) for m, s in zip(own, row_seeds)],
+                 p=[_digest(v) for v in p_rows], w0=_digest(w0), sizes=_digest(sizes))
+    key = _key(parts)
+    key_parts = {k: _key(v) for k, v in parts.items()}
     if ckpt is not None and ckpt.is_file():
         S = torch.load(ckpt, weights_only=False)
         if S["key"] != key:
-            raise RuntimeError(f"checkpoint {ckpt} belongs to another run (key {S['key']} != {key}); remove it")
+            differ = sorted(k for k, v in S.get("key_parts", {}).items() if key_parts.get(k) != v)
+            raise RuntimeError(f"checkpoint {ckpt} belongs to another run (key {S['key']} != {key}"
+                               f"{'; differs in ' + ', '.join(differ) if differ else ''}); remove it")
         w, agg, smp, t0 = S["w"], S["agg"], S["smp"], S["t"]
+        # first: the divergence reference (round 0's |metric| or diverge_ref), as before the interruption
         hit, diverged, evals, first, store = S["hit"], S["diverged"], S["evals"], S["first"], S["store"]
         wall_before = S["wall"]
         if S.get("task") is not None:
@@ -280,10 +374,7 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
         elif w0 is None:
             w = torch.zeros(R, d, dtype=dtype)
         else:
-            w = torch.as_tensor(w0, dtype=dtype).clone()
-            w = w.expand(R, d).clone() if w.dim() == 1 else w
-            if w.shape != (R, d):
-                raise ValueError(f"w0 must have shape ({d},) or ({R}, {d}), got {tuple(w.shape)}")
+            w = w0
         agg = {a: algorithms[a].aggregator.init(len(rows_of[a]), N, d, dtype, w.device) for a in names}
         smp = {a: (algorithms[a].sampler.init(len(rows_of[a]), N, sizes[rows_of[a]] if sizes is not None
                                               else torch.ones(len(rows_of[a]), N, dtype=torch.float64),
@@ -316,11 +407,14 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
         if ckpt is None:
             return
         ckpt.parent.mkdir(parents=True, exist_ok=True)
-        tmp = ckpt.with_name(ckpt.name + ".tmp")
-        torch.save(dict(key=key, w=w, agg=agg, smp=smp, t=t, hit=hit, diverged=diverged, evals=evals, first=first,
-                        store=store, wall=wall_before + time.perf_counter() - tic,
-                        task=task.state_dict() if hasattr(task, "state_dict") else None), tmp)
-        os.replace(tmp, ckpt)
+        tmp = temp_path(ckpt)
+        try:
+            torch.save(dict(key=key, key_parts=key_parts, w=w, agg=agg, smp=smp, t=t, hit=hit, diverged=diverged,
+                            evals=evals, first=first, store=store, wall=wall_before + time.perf_counter() - tic,
+                            task=task.state_dict() if hasattr(task, "state_dict") else None), tmp)
+            os.replace(tmp, ckpt)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     bar = None
     if progress:

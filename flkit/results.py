@@ -17,7 +17,9 @@ the CVaR threshold ``t``) are simply more metrics. ``Store(root).save(config, ta
 
 Both files are written to a temporary file in the same folder and moved into place with
 ``os.replace``, the manifest last; ``done(config)`` requires both files, the checksum and the row count
-to agree, so a run killed half-way never counts as done and ``sweep`` simply recomputes it.
+to agree, so a run killed half-way never counts as done and ``sweep`` simply recomputes it. Every
+``save`` deletes the temporary files (``.<name>.<pid>.<hex>.tmp``, of any key, or of a ``flkit.fl.run``
+checkpoint kept in the folder) not written for a minute: those of killed writers.
 
 Row order (``canonical_order``): the rows are written sorted by ``round``, then ``metric``, then the
 table's other columns except ``value`` (in the table's column order; a stable sort, so rows equal in all
@@ -288,6 +290,35 @@ def _extra_json(value: Any, path: str) -> Any:
 
 
 # --------------------------------------------------------------------------------------------------
+# temporary files (the store's and flkit.fl.run's checkpoints)
+
+STALE_S = 60.0  # seconds after its last write from which a temporary file counts as a killed writer's
+
+
+def temp_path(path: Path) -> Path:
+    """The temporary file a writer of `path` writes before `os.replace`: `.<name>.<pid>.<hex>.tmp` in the
+    same folder (hidden, unique per writer, found by `remove_stale_temp`)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{_TMP_SUFFIX}")
+
+
+def remove_stale_temp(folder: Path, pattern: str, older_than_s: float = STALE_S) -> list[Path]:
+    """Delete the files of `folder` matching the glob `pattern` not written for `older_than_s` seconds;
+    returns them."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    now, removed = time.time(), []
+    for p in folder.glob(pattern):
+        try:
+            if p.is_file() and now - p.stat().st_mtime >= older_than_s:
+                p.unlink()
+                removed.append(p)
+        except OSError:
+            pass
+    return removed
+
+
+# --------------------------------------------------------------------------------------------------
 # the store
 
 
@@ -381,14 +412,14 @@ class Store:
         text = json.dumps(manifest, indent=1, allow_nan=False) + "\n"
 
         self.root.mkdir(parents=True, exist_ok=True)
-        self.cleanup(key=key)
+        self.cleanup()  # every key's stale temp files (killed writers, fl.run checkpoints kept here)
         (self.root / f"{key}.json").unlink(missing_ok=True)  # an older result stops counting first
         self._atomic_write(self.root / f"{key}.csv", data)
         self._atomic_write(self.root / f"{key}.json", text.encode())
         return self.root / f"{key}.csv"
 
     def _atomic_write(self, path: Path, data: bytes) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{_TMP_SUFFIX}")
+        tmp = temp_path(path)
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
@@ -398,21 +429,11 @@ class Store:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def cleanup(self, older_than_s: float = 60.0, *, key: str | None = None) -> list[Path]:
+    def cleanup(self, older_than_s: float = STALE_S, *, key: str | None = None) -> list[Path]:
         """Delete temporary files left by killed writers (only those older than `older_than_s`, so a
-        writer in another process is not disturbed). Returns the deleted paths."""
-        if not self.root.is_dir():
-            return []
-        pattern = f".{key}.*{_TMP_SUFFIX}" if key else f".*{_TMP_SUFFIX}"
-        now, removed = time.time(), []
-        for p in self.root.glob(pattern):
-            try:
-                if now - p.stat().st_mtime >= older_than_s:
-                    p.unlink()
-                    removed.append(p)
-            except OSError:
-                pass
-        return removed
+        writer in another process is not disturbed), of `key` or (None) of every key and every
+        `flkit.fl.run` checkpoint kept in this folder; `save` calls it. Returns the deleted paths."""
+        return remove_stale_temp(self.root, f".{key}.*{_TMP_SUFFIX}" if key else f".*{_TMP_SUFFIX}", older_than_s)
 
     def remove(self, config: Mapping) -> None:
         """Forget the result of `config` (manifest first)."""

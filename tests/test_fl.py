@@ -2,6 +2,7 @@
 written here (float64), samplers through the probe, resume after a deadline, bad input."""
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -158,12 +159,15 @@ class _Line:
     10 + w or "root" = sqrt(2.5 + w) (NaN once w < -2.5)."""
     num_clients, dim, dtype = 2, 1, DT
 
-    def __init__(self, speed, metric="gap"):
+    def __init__(self, speed, metric="gap", sizes=None):
         self.speed, self.metric = speed, metric
+        if sizes is not None:
+            self.sizes = sizes
 
     def client_updates(self, w, active, t, runs):
         pairs = active.nonzero()
-        return pairs, torch.tensor([[self.speed[runs.seeds[r]]] for r in pairs[:, 0].tolist()], dtype=DT)
+        speed = [self.speed[runs.seeds[r]] for r in pairs[:, 0].tolist()]
+        return pairs, torch.tensor(speed, dtype=DT).reshape(-1, 1)         # (0, 1) in a round without clients
 
     def metrics(self, w):
         return {"gap": 10 + w[:, 0]} if self.metric == "gap" else {"root": torch.sqrt(2.5 + w[:, 0])}
@@ -278,3 +282,155 @@ def test_engine_task_minibatches_follow_the_seed_round_client_stream(mode):
 def test_engine_task_counts_are_positive_ints(kw):
     with pytest.raises(ValueError, match="positive int"):
         _task(**kw)
+
+
+# ------------------------------------------------------------------ issue 24: checkpoint key, inputs, temp files
+def _ones(rounds, n=2):
+    return lambda s: np.ones((rounds, n), dtype=bool)
+
+
+def _gap_mask(s):
+    m = np.ones((6, 2), dtype=bool)
+    m[2] = False                                   # nobody on round 2
+    return m
+
+
+_SAME = dict(seeds=[5, 9], rounds=6, availability=_ones(6), p=0.5, every=1, target=("gap", -100.0))  # never met
+_CHANGES = {"availability": dict(availability=_gap_mask),
+            "availability as an array": dict(availability=_gap_mask(0)),
+            "algorithm's availability": dict(algs={"a": fl.Algorithm(agg.FedAvg(), availability=_gap_mask)}),
+            "p": dict(p=0.25), "p per client": dict(p=[0.5, 0.25]), "p per seed": dict(p={5: 0.5, 9: 0.25}),
+            "algorithm's p": dict(algs={"a": fl.Algorithm(agg.FedAvg(), p=0.25)}),
+            "server lr": dict(algs={"a": fl.Algorithm(agg.FedAvg(), lr=0.5)}),
+            "w0": dict(w0=[1.0]), "diverge_factor": dict(diverge_factor=3.0), "diverge_ref": dict(diverge_ref=2.0),
+            "target": dict(target=("gap", -50.0)), "stop_early": dict(stop_early=False), "stop_when":
+                dict(stop_when=fl.all_hit_or_diverged), "sizes": dict(task=_Line({5: 1.0, 9: 0.25}, sizes=[1, 3])),
+            "track": dict(track=lambda w: {"w": w[:, 0]}), "track_every": dict(track_every=2), "every": dict(every=2)}
+
+
+def _line(ck=None, algs=None, task=None, **kw):
+    return fl.run(task or _Line({5: 1.0, 9: 0.25}), algs or {"a": fl.Algorithm(agg.FedAvg())},
+                  **(_SAME | dict(checkpoint=ck) | kw))
+
+
+@pytest.mark.parametrize("change", list(_CHANGES))
+def test_a_checkpoint_of_another_experiment_is_refused_and_the_same_call_resumes(tmp_path, change):
+    """The checkpoint key covers the availability masks used, p, w0, the server step size and every
+    keyword argument that changes the numbers: a call that differs in one of them refuses the checkpoint
+    (it would resume someone else's trajectory) and the same call resumes to the uninterrupted result."""
+    ck = tmp_path / "ck.pt"
+    with pytest.raises(fl.Deadline):
+        _line(ck, deadline=time.time() - 1)
+    assert ck.is_file()
+    with pytest.raises(RuntimeError, match="belongs to another run.*remove it"):
+        _line(ck, **_CHANGES[change])
+    assert ck.is_file()
+    res, ref = _line(ck), _line()
+    assert res.resumed_from == 1 and not ck.exists()
+    assert torch.equal(res.final_w, ref.final_w) and res.tidy().equals(ref.tidy())
+
+
+def test_resume_with_equal_inputs_of_another_type_is_accepted(tmp_path):
+    """The digests are of the values used: p as a list or an array, a mask as a callable or a dict."""
+    ck = tmp_path / "ck.pt"
+    with pytest.raises(fl.Deadline):
+        _line(ck, p=np.array([0.5, 0.25]), deadline=time.time() - 1)
+    res = _line(ck, p=[0.5, 0.25], availability={5: np.ones((9, 2)), 9: np.ones((6, 2), dtype=int)})
+    assert res.resumed_from == 1
+
+
+def test_the_divergence_reference_survives_a_resume(tmp_path):
+    """gap_t = 10 + 2t (speed -2) exceeds 2 x its initial 10 first at round 6. Killed in round 4 and
+    resumed, the run must still compare with 10 (not with gap_4 = 18, which it would never exceed by
+    round 8): diverged at 6, as uninterrupted."""
+    ck, seen = tmp_path / "ck.pt", []
+    kw = dict(seeds=[5], rounds=8, diverge_factor=2.0, availability=_ones(8))
+    ref = _line_run({5: -2.0}, **kw)
+    assert ref.diverged["a"].tolist() == [6]
+    task = _Line({5: -2.0})
+    train = task.client_updates
+
+    def killed_in_round_4(w, active, t, runs):
+        if t == 4:
+            seen.append(torch.load(ck, weights_only=False)["t"])
+            raise _Killed
+        return train(w, active, t, runs)
+
+    task.client_updates = killed_in_round_4
+    with pytest.raises(_Killed):
+        fl.run(task, {"a": fl.Algorithm(agg.FedAvg())}, **kw, checkpoint=ck, checkpoint_every_s=0)
+    assert seen == [4]
+    res = _line_run({5: -2.0}, **kw, checkpoint=ck)
+    assert res.resumed_from == 4 and res.diverged["a"].tolist() == [6]
+    assert res.outcomes().equals(ref.outcomes()) and res.tidy().equals(ref.tidy())
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(availability=0.3), r"availability must be None.*'all'.*got 0\.3"),
+    (dict(availability=float("nan")), r"availability must be None.*'all'.*got nan"),
+    (dict(availability=True), r"availability must be"), (dict(availability="some"), r"got 'some'"),
+    (dict(availability=lambda s: np.full((T, N), 0.5)), r"availability\(3\) holds 0\.5.*bool or 0/1"),
+    (dict(availability={3: np.full((T, N), np.nan), 11: np.ones((T, N))}), r"availability of seed 3 holds nan"),
+    (dict(availability=lambda s: 0.3), r"availability\(3\) has shape \(\)"),
+    (dict(availability={3: np.ones((T, N))}), r"availability has no entry for seed 11"),
+    (dict(availability=np.ones((T - 1, N))), r"availability has shape \(6, 6\); need \(>= 7, 6\)"),
+    (dict(diverge_factor=0.0), r"diverge_factor must be None .* > 0.*got 0\.0"),
+    (dict(diverge_factor=-2.0), "diverge_factor"), (dict(diverge_factor=float("nan")), "diverge_factor"),
+    (dict(diverge_factor="10"), "diverge_factor"), (dict(diverge_ref=float("nan")), "diverge_ref"),
+    (dict(diverge_ref=-1.0), "diverge_ref")])
+def test_bad_availability_and_divergence_settings_are_rejected_before_work(kw, match):
+    task = _task()
+    calls = []
+    task.client_updates = lambda *a: calls.append(a)
+    with pytest.raises(ValueError, match=match):
+        fl.run(task, ALGS, **(dict(seeds=SEEDS, rounds=T, availability=_avail) | kw))
+    assert not calls
+
+
+def test_an_algorithms_own_bad_availability_names_the_algorithm():
+    bad = {"a": fl.Algorithm(agg.FedAvg(), availability=lambda s: np.full((T, N), 2))}
+    with pytest.raises(ValueError, match=r"algorithm 'a' availability\(3\) holds 2"):
+        fl.run(_task(), bad, seeds=SEEDS, rounds=T)
+
+
+@pytest.mark.parametrize("field,v", [("lr", -1.0), ("lr", float("nan")), ("lr", float("inf")), ("lr", "1"),
+                                     ("lr", None), ("local_lr", -0.1), ("local_lr", float("nan"))])
+def test_a_negative_or_non_finite_step_size_is_refused_at_construction(field, v):
+    with pytest.raises(ValueError, match=rf"Algorithm {field} must be a finite number >= 0.*got {v!r}"):
+        fl.Algorithm(agg.FedAvg(), **{field: v})
+    assert fl.Algorithm(agg.FedAvg(), lr=0.0, local_lr=np.float32(0.1)).lr == 0.0
+
+
+def test_a_checkpoint_path_that_is_a_folder_is_refused_before_work(tmp_path):
+    calls, task = [], _Line({5: 1.0})
+    train = task.client_updates
+    task.client_updates = lambda *a: (calls.append(a[2]), train(*a))[1]
+    with pytest.raises(ValueError, match="checkpoint .* is not a file"):
+        fl.run(task, {"a": fl.Algorithm(agg.FedAvg())}, seeds=[5], rounds=4, checkpoint=tmp_path,
+               deadline=time.time() - 1)
+    assert not calls and not tmp_path.with_name(tmp_path.name + ".tmp").exists()
+    assert not [p for p in tmp_path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_failed_checkpoint_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    real = torch.save
+
+    def half_written(obj, f):
+        real({"partial": 1}, f)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(fl.torch, "save", half_written)
+    with pytest.raises(OSError, match="disk full"):
+        _line_run({5: 1.0}, [5], rounds=4, checkpoint=tmp_path / "ck.pt", checkpoint_every_s=0)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stale_checkpoint_temp_files_are_removed_and_fresh_ones_kept(tmp_path):
+    """A killed checkpoint writer's temporary file (.<name>.<pid>.<hex>.tmp, the results store's
+    pattern) is removed by the next run with that checkpoint once older than a minute."""
+    old, fresh = tmp_path / ".ck.pt.1.dead.tmp", tmp_path / ".ck.pt.2.beef.tmp"
+    for f in (old, fresh):
+        f.write_bytes(b"partial")
+    os.utime(old, (time.time() - 3600,) * 2)
+    _line_run({5: 1.0}, [5], rounds=2, checkpoint=tmp_path / "ck.pt")
+    assert not old.exists() and fresh.exists()

@@ -221,10 +221,23 @@ def test_stale_temp_files_are_cleaned(tmp_path):
     os.utime(old, (past, past))
     os.utime(other_old, (past, past))
     store.save(CFG, table())
-    assert not old.exists() and other_old.exists()  # save cleans its own key's leftovers
-    assert store.cleanup() == [other_old]
+    assert not old.exists() and not other_old.exists()  # save cleans every key's stale leftovers
     assert fresh.exists()  # may belong to a writer in another process
+    assert store.cleanup() == []
     assert store.cleanup(older_than_s=0) == [fresh]
+
+
+def test_a_killed_checkpoint_writers_temp_file_in_a_store_folder_is_cleaned(tmp_path):
+    """flkit.fl.run writes its checkpoint through a temp file named like the store's
+    (.<name>.<pid>.<hex>.tmp): a stale one in a store folder goes with the next save."""
+    from flkit import fl
+    ckpt_tmp = fl.temp_path(tmp_path / "batch-0123.pt")
+    assert ckpt_tmp.parent == tmp_path and ckpt_tmp.name.startswith(".batch-0123.pt.")
+    ckpt_tmp.write_bytes(b"partial")
+    past = time.time() - 3600
+    os.utime(ckpt_tmp, (past, past))
+    Store(tmp_path).save(CFG, table())
+    assert not ckpt_tmp.exists()
 
 
 # ---------------------------------------------------------------------------------------------- divergence
