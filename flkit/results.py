@@ -12,7 +12,8 @@ Per-class accuracies use a ``class`` column; method diagnostics (FedAU weights `
 the CVaR threshold ``t``) are simply more metrics. ``Store(root).save(config, table)`` writes
 
     <root>/<key>.csv    the table (no index, floats with ``float_format``, NaN as "nan", inf as "inf")
-    <root>/<key>.json   the manifest: config, key, flkit version, git commit, device, wall time,
+    <root>/<key>.json   the manifest: config, key, flkit version, git commit, device, platform (CPU
+                        model, kernel path, library versions: ``flkit.numerics.platform``), wall time,
                         timestamp, row count, CSV checksum, ``diverged`` flag and round, extras
 
 Both files are written to a temporary file in the same folder and moved into place with
@@ -63,6 +64,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from flkit import numerics
 
 __all__ = [
     "Store",
@@ -396,6 +399,7 @@ class Store:
             "flkit_version": _flkit_version(),
             "git_commit": git_commit(),
             "device": device or _detected_device(),
+            "platform": numerics.platform(),   # CPU, kernel path, library versions (flkit.numerics)
             "wall_time_s": None if wall_time_s is None else round(float(wall_time_s), 3),
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "rows": len(table),

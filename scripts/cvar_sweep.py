@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import tarfile
 import time
@@ -100,7 +101,7 @@ def _writable(folder: Path) -> str | None:
 
 
 def _parse(argv=None):
-    """The arguments, with .settings, .device and .out (resolved) added. Bad input (options, --set, settings,
+    """The arguments, with .settings and .out (resolved) added (.device checked for its form; main resolves it). Bad input (options, --set, settings,
     device, an unwritable --out or --pack) exits here with one line, status 2, before any computation."""
     ap = argparse.ArgumentParser(prog=Path(__file__).name, description=__doc__.split("\n\n")[0])
     ap.add_argument("experiment", choices=sorted(cvar.PAPER))
@@ -127,7 +128,8 @@ def _parse(argv=None):
         extra = _overrides(args.set)
         extra.update({k: v for k, v in (("seeds", args.seeds), ("rounds", args.rounds)) if v is not None})
         args.settings = cvar.settings(args.experiment, args.profile, **extra)
-        args.device = resolve_device(args.device)
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", args.device):
+            raise ValueError(f"--device must be auto, cpu or cuda[:i], got {args.device!r}")
     except (ValueError, RuntimeError) as e:  # RuntimeError: torch's for a malformed "cuda:..."
         ap.error(" ".join(str(e).split()))  # one line
     if args.out is None:  # the folder the notebooks read (store_for's), scratch for smoke
@@ -198,7 +200,12 @@ def main(argv=None) -> int:
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
-    s, device = args.settings, args.device
+    s = args.settings
+    try:  # a well-formed device that this machine lacks (cuda without CUDA): one line, before any work
+        device = resolve_device(args.device)
+    except (ValueError, RuntimeError) as e:
+        print(f"{Path(__file__).name}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
     print(f"{args.experiment} / {args.profile} on {device}" + (f"  [{s['label']}]" if s["label"] else ""))
     if args.estimate:
         estimate(s, args.out, device, args.batch_size, args.estimate_rounds)

@@ -15,3 +15,12 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
   fi
 fi
 .venv/bin/python -m pytest "$@"
+# The reproducibility contract (flkit/numerics.py): results computed with other vector kernels must still pass
+# the golden and regeneration tests, so they run once more under a second kernel path (ATen's scalar kernels,
+# MKL's SSE2-compatible branch), which differs from every x86-64 machine's own. FLKIT_SECOND_PATH=0 skips it.
+if [ "${FLKIT_SECOND_PATH:-1}" != 0 ]; then
+  second=$(.venv/bin/python -c 'from flkit.numerics import SECOND_PATH as s; print(" ".join(f"{k}={v}" for k, v in s.items()))')
+  echo "second kernel path: $second"
+  env $second .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_golden.py tests/test_regenerate.py \
+    tests/test_numerics.py
+fi

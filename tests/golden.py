@@ -3,13 +3,16 @@ frozen before code moves and reproduced after every migration step (tests/test_g
 
 `python tests/golden.py` writes tests/golden/<name>.csv from the current code; run it only when a change
 of the numbers is intended and explained (the commit says why). Values are written with 17 significant
-digits, so the comparison is bit for bit unless a case declares a tolerance (and says why in TOLERANCE).
+digits. `compare` holds each case to the reproducibility contract (flkit.numerics): float64 cases bit for bit
+unless TOLERANCE declares (and explains) a tolerance; float32 cases (FLOAT32) within the bounds derived there,
+which hold on every x86-64 kernel path, not only on the CPU that wrote the files.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -30,6 +33,96 @@ TOLERANCE: dict[str, tuple[float, str]] = {
     "mifa_nonconvex": (1e-9, "the CPU's BLAS kernels (float64 rounding)"),
     "mifa_logistic": (1e-6, "table averaged each round instead of a running sum (float32 rounding)"),
 }
+
+
+# Float32 cases (Fed-CVaR-Avg trains float32 models). ATen and MKL accumulate sums in an order that depends on
+# the CPU's kernel path (flkit.numerics), so these values move in their last bits from one CPU to another.
+# - Continuous metrics (losses, parameters): |new - golden| <= CONT_EPS float32 epsilons x the metric's scale
+#   (its largest |value| in the case). A value here is a float32 loss or weight after a few local steps: each
+#   operation rounds to eps32 relative, and the few steps of a smoke run amplify little. Measured across the
+#   ATen paths DEFAULT / AVX2 / AVX512 x MKL_CBWR COMPATIBLE / AVX2 / AUTO on an AMD EPYC (AVX512): at most
+#   1.7 eps32 x scale (losses), 1.0 (parameters); an Intel Xeon: 0.7 (reported). A wrong objective moves
+#   them by percent (the CVaR weight of grad F_b off by 11 %: losses 4 %).
+# - Lattice metrics: an accuracy counts test samples, t moves in whole steps lr_t (1 - gamma) / alpha (one per
+#   minibatch: the indicator 1[F_b > t] flips when F_b is within rounding of t). They must be equal except in
+#   at most LATTICE_FLIPS of their rows (at least one row), each by at most one lattice step (accuracies:
+#   0.01, one sample of a class of >= 100 test samples; t: one step). None flipped on the paths above.
+CONT_EPS = 16
+LATTICE_FLIPS = 0.01
+FLOAT32 = {"cvar_synthetic_2d": "synthetic_2d", "cvar_mnist": "mnist", "cvar_fmnist": "fmnist"}
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+def lattice_steps(new: np.ndarray, old: np.ndarray, step) -> np.ndarray:
+    """(new - old) / step, which must be whole numbers: ValueError when a difference is off the lattice
+    (more than 1e-3 of a step, far above float32 rounding of t), or nonzero where the step is 0 (gamma = 1)."""
+    d = np.asarray(new, float) - np.asarray(old, float)
+    step = np.broadcast_to(np.asarray(step, float), d.shape)
+    k = np.divide(d, step, out=np.where(d == 0, 0.0, np.inf), where=step != 0)   # t never moves at step 0
+    off = ~np.isfinite(k) | (np.abs(k - np.round(k)) > 1e-3)
+    if off.any():
+        raise ValueError(f"{off.sum()} differences are not whole lattice steps, e.g. {k[off][0]:.4f} steps")
+    return np.round(k)
+
+
+def _float32_problems(name: str, got: pd.DataFrame, want: pd.DataFrame) -> list[str]:
+    from flkit.papers import cvar
+    lr_t = cvar.settings(FLOAT32[name], "smoke")["lr_t"]
+    out = []
+    a, b = got["value"].to_numpy(float), want["value"].to_numpy(float)
+    for metric, rows in want.groupby("metric").groups.items():
+        i = np.asarray(rows)
+        if metric in ("t", "test_acc", "test_acc_class"):
+            step = (lr_t * (1 - want["gamma"].to_numpy(float)[i]) / want["alpha"].to_numpy(float)[i]
+                    if metric == "t" else 0.01)
+            flipped = a[i] != b[i]
+            if metric == "t":
+                try:
+                    far = np.abs(lattice_steps(a[i], b[i], step)) > 1
+                except ValueError as e:
+                    out.append(f"{metric}: {e}")
+                    continue
+            else:
+                far = np.abs(a[i] - b[i]) > step + 1e-7
+            allowed = max(1, int(LATTICE_FLIPS * len(i)))
+            if flipped.sum() > allowed or far.any():
+                j = i[np.flatnonzero(flipped)[0]]
+                out.append(f"{metric}: {flipped.sum()} of {len(i)} rows differ (at most {allowed} may, by one "
+                           f"step), {far.sum()} by more than one step; first at row {j}: {a[j]!r} vs golden {b[j]!r}")
+        else:
+            tol = CONT_EPS * EPS32 * np.nanmax(np.abs(b[i]))
+            bad = ~((np.abs(a[i] - b[i]) <= tol) | (np.isnan(a[i]) & np.isnan(b[i])))
+            if bad.any():
+                j = i[np.flatnonzero(bad)[0]]
+                out.append(f"{metric}: {bad.sum()} of {len(i)} rows differ by more than {CONT_EPS} eps32 x scale "
+                           f"({tol:.3g}); first at row {j}: {a[j]!r} vs golden {b[j]!r}")
+    return out
+
+
+def compare(name: str, got: pd.DataFrame, want: pd.DataFrame) -> list[str]:
+    """What differs between a recomputed case and its golden file under the contract (empty: nothing)."""
+    if list(got.columns) != list(want.columns):
+        return [f"columns {list(got.columns)} != golden {list(want.columns)}"]
+    if len(got) != len(want):
+        return [f"{len(got)} rows, golden has {len(want)}"]
+    out = []
+    for col in want.columns:
+        if col == "value" and name in FLOAT32:
+            continue
+        a, b = got[col].to_numpy(), want[col].to_numpy()
+        if want[col].dtype.kind == "f" or got[col].dtype.kind == "f":
+            rtol = TOLERANCE.get(name, (0.0, ""))[0]
+            a, b = a.astype(float), b.astype(float)
+            same = (a == b) | (np.isnan(a) & np.isnan(b)) | np.isclose(a, b, rtol=rtol, atol=0.0)
+            bad = np.flatnonzero(~same)
+            if len(bad):
+                out.append(f"column {col!r} differs in {len(bad)} of {len(a)} rows, first at row {bad[0]}: "
+                           f"{a[bad[0]]!r} vs golden {b[bad[0]]!r}")
+        elif not (got[col].fillna("").astype(str).to_numpy() == want[col].fillna("").astype(str).to_numpy()).all():
+            out.append(f"column {col!r} differs")
+    if name in FLOAT32 and not out:
+        out += _float32_problems(name, got, want)
+    return out
 
 
 def _mifa_quadratic() -> pd.DataFrame:

@@ -126,3 +126,14 @@ def test_unwritable_pack_refused_before_computing(script, no_compute, capsys, tm
     (tmp_path / "f").write_text("")
     line = refused(script, capsys, TINY + ["--out", str(tmp_path / "out"), "--pack", str(tmp_path / "f" / "p.tar.gz")])
     assert "--pack" in line
+
+
+def test_a_device_this_machine_lacks_is_one_line_before_computing(script, no_compute, capsys, tmp_path):
+    """The ledger's commands name cuda: they parse anywhere (tests/test_owed.py), and run only where CUDA is."""
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    assert script._parse(TINY[:3] + ["--device", "cuda", "--estimate"]).device == "cuda"
+    assert script.main(TINY[:3] + ["--device", "cuda:1", "--out", str(tmp_path)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("cvar_sweep.py: error: ") and "CUDA is not available" in line and "\n" not in line

@@ -212,9 +212,11 @@ def test_nan_metric_marks_a_run_diverged():
     res = _line_run({5: 1.0, 7: -2.0, 9: 0.25}, [5, 7, 9], rounds=8, metric="root", diverge_factor=2.0)
     assert res.diverged["a"].tolist() == [3, 4, -1]
     v = res.values["a"]["root"]
-    assert np.array_equal(v[:3, 0], np.sqrt(2.5 - np.arange(3))) and np.isposinf(v[3:, 0]).all()
+    # torch's float64 sqrt may differ from numpy's by 1 ulp on some CPUs' kernels (flkit.numerics): 2 ulps
+    ulps = lambda a, b: np.abs(a - b) <= 2 * np.spacing(b)  # noqa: E731
+    assert ulps(v[:3, 0], np.sqrt(2.5 - np.arange(3))).all() and np.isposinf(v[3:, 0]).all()
     assert np.isfinite(v[:4, 1]).all() and np.isposinf(v[4:, 1]).all()
-    assert np.array_equal(v[:, 2], np.sqrt(2.5 - 0.25 * np.arange(9)))
+    assert ulps(v[:, 2], np.sqrt(2.5 - 0.25 * np.arange(9))).all()
     assert res.evals["a"].tolist() == [6.0, 8.0, 16.0] and res.final_w[:, 0].tolist() == [-3.0, 8.0, -2.0]
 
 

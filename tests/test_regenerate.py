@@ -13,8 +13,9 @@ computed on a GPU: the CPU's float32 trajectory drifts from it as training goes 
 MNIST run below after 10 rounds, 1,600 local steps: test loss 6e-5 relative, per-class accuracies up to
 0.5 points, a few test samples near the decision boundary), so their test metrics after round 0 are
 held to 1e-3 relative (loss) and 1 point (accuracies): a stale objective (e.g. the CVaR weight of grad
-F_b off by 11 %) moves them by 4 % and 7 points. Their thresholds t, the RAM draws and the splits'
-step counts stay exact.
+F_b off by 11 %) moves them by 4 % and 7 points. Their thresholds t are compared on their lattice, with at
+most 1 % of the local steps flipped (the reproducibility contract, flkit.numerics); the RAM draws and the
+splits' step counts stay exact.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import golden
 from flkit.results import Store
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -85,8 +87,21 @@ def _cvar(experiment: str, rounds: int, **want) -> pd.DataFrame:
     keep = lambda t: t[t["metric"] != "param"]  # noqa: E731  (the final model: at round T only)
     both = _overlap(keep(stored), keep(new), ["round", "metric", "class"], rounds)
     on_gpu = not str(store.manifest(config)["device"]).startswith("cpu")
-    drift = (on_gpu & both["metric"].str.startswith("test_") & (both["round"] > 0)).to_numpy()
-    _same_float32(both, drift)
+    # t on its lattice (steps lr_t (1 - gamma) / alpha): the indicator 1[F_b > t] of a step flips where F_b is
+    # within rounding of t, which another kernel path (flkit.numerics) rounds differently: at most 1 % of the
+    # local steps so far may flip (measured: 2-3 of 2,800 on Intel and under ATen's AVX2 kernels here; a stale
+    # objective moves t by hundreds), and the test metrics after a flip are held as a drifted trajectory's
+    t = (both["metric"] == "t").to_numpy()
+    steps = np.cumsum(cvar.planned_steps([config], rounds))                      # local steps by round 1..T
+    flips = np.abs(golden.lattice_steps(both["new"][t], both["value"][t],
+                                        config["lr_t"] * (1 - config["gamma"]) / config["alpha"]))
+    r = both["round"].to_numpy()[t]
+    allowed = np.floor(0.01 * np.where(r > 0, steps[np.maximum(r, 1) - 1], 0))
+    assert (flips <= allowed).all(), f"t off by {flips.max():.0f} steps, more than 1 % of the local steps"
+    flipped = r[flips > 0].min() if (flips > 0).any() else np.inf
+    drift = ((on_gpu | (both["round"] > flipped)) & both["metric"].str.startswith("test_")
+             & (both["round"] > 0)).to_numpy()
+    _same_float32(both[~t], drift[~t])
     return both
 
 

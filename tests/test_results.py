@@ -102,6 +102,10 @@ def test_save_load_round_trip_and_files(tmp_path):
     assert m["wall_time_s"] == pytest.approx(1.235)
     assert m["note"] == "hello"
     assert m["flkit_version"] == __import__("flkit").__version__
+    # where it was computed: this CPU, torch's kernel path and library versions (flkit.numerics)
+    import torch
+    assert m["platform"]["cpu"] and m["platform"]["kernel_path"].startswith(torch.backends.cpu.get_cpu_capability())
+    assert m["platform"]["torch"] == torch.__version__ and m["platform"]["threads"] == torch.get_num_threads()
     for field in ("git_commit", "device", "timestamp", "csv_sha256"):
         assert field in m
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
