@@ -24,10 +24,14 @@ profile of the given name.
 Errors in the notebook. An exception raised inside the notebook (a chapter's profile check, a missing
 dataset) is reported as one line, its class and message, with exit status 1; `--debug` adds the traceback.
 
-Interrupted runs. papermill writes into a temporary file in the system's temporary directory, outside the
-book; the finished notebook is copied next to its target and renamed onto it (`os.replace`, atomic on one
-filesystem). On SIGTERM the temporary files are removed and the run stops (exit status 143); papermill
-shuts its kernel down on the way out. Nothing half-written is ever left in `book/`.
+Interrupted runs. Every temporary of a process (papermill's output while it runs, the kernel's connection
+file, the private Jupyter data dir) lies in one folder, `<tmp>/flkit-run-<pid>-<random>/`, outside the book,
+removed when the process exits; the finished notebook is copied next to its target and renamed onto it
+(`os.replace`, atomic on one filesystem). On SIGTERM the temporary files are removed and the run stops (exit
+status 143); papermill shuts its kernel down on the way out. SIGKILL cannot be handled: every invocation
+first removes the `flkit-run-<pid>-*` folders whose pid no longer runs, the `.<name>-*.part` files older
+than 10 minutes beside its output, and what versions before the per-process folder left (`flkit-run-*.ipynb`,
+`flkit-jupyter-*`) once an hour old. Nothing half-written is ever left in `book/`.
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ import ast
 import atexit
 import contextlib
 import difflib
+import glob
 import importlib
 import json
 import os
@@ -59,6 +64,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = REPO / "notebooks"
 BOOK = REPO / "book"
+RUN_DIR_PREFIX = "flkit-run-"  # <tmp>/flkit-run-<pid>-<random>/: one process's temporaries (see `run_dir`)
+PART_AGE_S = 600               # a `.<name>-*.part` beside an output lives milliseconds; older ones were left
+LEGACY_AGE_S = 3600            # flkit-run-*.ipynb files and flkit-jupyter-* folders of older versions
 PUBLISHED = ("paper", "reduced")                  # the profiles a book page may be executed with
 DEFAULT_PROFILES = ("paper", "reduced", "smoke")  # where the chapter code exposes no PROFILES for the page
 
@@ -389,12 +397,85 @@ def _sigterm_removes(paths: list):
         signal.signal(signal.SIGTERM, previous)
 
 
+_RUN_DIR: Path | None = None
+_RUN_DIR_NAME = re.compile(rf"{RUN_DIR_PREFIX}(\d+)-[^.]+")
+
+
+def run_dir() -> Path:
+    """This process's folder for its temporaries, `<tmp>/flkit-run-<pid>-<random>/`: created on first use,
+    removed when the process exits, and by `clean_stale` once its pid no longer runs (after a SIGKILL)."""
+    global _RUN_DIR
+    if _RUN_DIR is None or not _RUN_DIR.is_dir():
+        _RUN_DIR = Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-"))
+        atexit.register(shutil.rmtree, _RUN_DIR, ignore_errors=True)
+    return _RUN_DIR
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs; another user's process (EPERM), or any doubt, counts as running."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True
+    return True
+
+
+def _newest_mtime(folder: str) -> float:
+    """The latest modification time of `folder` and of everything in it."""
+    times = [os.lstat(folder).st_mtime]
+    for root, dirs, files in os.walk(folder):
+        times += [os.lstat(os.path.join(root, name)).st_mtime for name in dirs + files]
+    return max(times)
+
+
+def clean_stale(tmp: Path | None = None) -> list[Path]:
+    """Remove from `tmp` (default: the system's temporary directory) what runs killed by a signal that
+    cannot be handled left: the `flkit-run-<pid>-*` folders whose pid no longer runs, and the names older
+    versions used, `flkit-run-*.ipynb` files and `flkit-jupyter-*` folders, once LEGACY_AGE_S old. Returns
+    what was removed; anything that cannot be read or removed is left."""
+    tmp, removed, now = Path(tmp or tempfile.gettempdir()), [], time.time()
+    try:
+        entries = list(os.scandir(tmp))
+    except OSError:
+        return removed
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            folder = entry.is_dir(follow_symlinks=False)
+            if folder and (m := _RUN_DIR_NAME.fullmatch(entry.name)):
+                stale = not _alive(int(m[1]))
+            elif folder and entry.name.startswith("flkit-jupyter-"):
+                stale = now - _newest_mtime(entry.path) > LEGACY_AGE_S
+            elif not folder and entry.name.startswith(RUN_DIR_PREFIX) and entry.name.endswith(".ipynb"):
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > LEGACY_AGE_S
+            else:
+                continue
+            if stale:
+                shutil.rmtree(entry.path) if folder else os.remove(entry.path)
+                removed.append(Path(entry.path))
+    return removed
+
+
+def clean_parts(out: Path) -> list[Path]:
+    """Remove the `.<name>-*.part` files beside `out` older than PART_AGE_S (a run killed between writing
+    one and renaming it onto `out` leaves it); return them."""
+    out, removed = Path(out), []
+    for part in out.parent.glob(f".{glob.escape(out.stem)}-*.part"):
+        with contextlib.suppress(OSError):
+            if time.time() - part.lstat().st_mtime > PART_AGE_S:
+                part.unlink()
+                removed.append(part)
+    return removed
+
+
 def _private_jupyter_dir() -> None:
     """The kernel is this interpreter, never a stale user-level 'python3' kernelspec: an empty private
-    JUPYTER_DATA_DIR (unless one is set), removed when the process exits."""
+    JUPYTER_DATA_DIR in `run_dir()` (unless one is set)."""
     if "JUPYTER_DATA_DIR" not in os.environ:
-        os.environ["JUPYTER_DATA_DIR"] = path = tempfile.mkdtemp(prefix="flkit-jupyter-")
-        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        path = run_dir() / "jupyter"
+        path.mkdir(exist_ok=True)
+        os.environ["JUPYTER_DATA_DIR"] = str(path)
 
 
 def _relative_or_name(path: Path) -> str:
@@ -404,24 +485,28 @@ def _relative_or_name(path: Path) -> str:
 
 def _run_papermill(source: Path, parameters: dict, known: dict, out: Path, kernel: str, log_output: bool,
                    debug: bool = False) -> Path:
-    """Execute `source` into a temporary file outside the book, record the run in its metadata (`flkit`
+    """Execute `source` into a temporary file in `run_dir()`, record the run in its metadata (`flkit`
     key) and move it onto `out` in one rename. The kernel's own log (warnings about its transport, its
     shutdown) is silenced unless `debug`; what the cells print and raise is unaffected."""
     import nbformat
     import papermill
+    from traitlets.config import Config
 
     source, out = Path(source).resolve(), Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
+    clean_parts(out)
     _private_jupyter_dir()
-    fd, work = tempfile.mkstemp(suffix=".ipynb", prefix=f"flkit-run-{out.stem}-")   # the system's temp dir
+    fd, work = tempfile.mkstemp(suffix=".ipynb", prefix=f"{out.stem}-", dir=run_dir())
     os.close(fd)
-    temporaries = [work]
+    connection = str(Path(work).with_suffix(".kernel.json"))   # else jupyter_client's goes to the temp dir
+    temporaries = [work, connection]
     start = time.time()
     with _sigterm_removes(temporaries):
         try:
             papermill.execute_notebook(str(source), work, parameters=parameters, kernel_name=kernel,
                                        cwd=str(source.parent), log_output=log_output, progress_bar=False,
-                                       extra_arguments=[] if debug else ["--Application.log_level=CRITICAL"])
+                                       extra_arguments=[] if debug else ["--Application.log_level=CRITICAL"],
+                                       config=Config(KernelManager={"connection_file": connection}))
             nb = nbformat.read(work, as_version=4)
             pm = nb.metadata.get("papermill", {})      # no local paths in what the book publishes
             pm["input_path"], pm["output_path"] = _relative_or_name(source), _relative_or_name(out)
@@ -450,6 +535,7 @@ def execute(source: Path, parameters: dict | None = None, out: Path | None = Non
     `destination(...)` (the book page for its published profile or with `to_book`, else
     results/tmp/notebooks/). A ParameterError (a ValueError) before any kernel starts for a bad source or
     parameter; papermill's PapermillExecutionError for an exception inside the notebook."""
+    clean_stale()
     problem = source_problem(source)
     if problem:
         raise ParameterError([problem])
@@ -561,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     """Exit status 0: every run finished; 1: an error while running (one line, --debug for the traceback);
     2: a problem with the command line, found before any kernel started; 130/143: interrupted/terminated."""
     args = _parse(argv)
+    clean_stale()
     try:
         jobs, notes = plan(args)
     except ParameterError as e:

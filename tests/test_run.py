@@ -1,13 +1,18 @@
 """The papermill runner: where outputs go, one-line errors before any kernel starts, one-line errors from
-inside a notebook, --all skipping, atomic output and SIGTERM. Most tests replace papermill's execution with a
-copy (no kernel); three (marked slow) run a real kernel on a two-cell notebook."""
+inside a notebook, --all skipping, atomic output, SIGTERM, and the removal of what a killed run left. Most
+tests replace papermill's execution with a copy (no kernel); four (marked slow) run a real kernel on a
+two-cell notebook."""
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import nbformat
 import papermill
@@ -295,6 +300,67 @@ def test_every_cvar_page_is_checked_and_in_range_values_pass():
             run.check_values(page, {**defaults, "rounds": -1})
 
 
+# ------------------------------------------------------------------------ what killed runs left behind
+def test_clean_stale_removes_dead_runs_and_old_legacy_names_only(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()                                                   # its pid no longer runs
+    hour_ago = time.time() - run.LEGACY_AGE_S - 60
+    made = {}
+    for name, kind in [(f"flkit-run-{dead.pid}-ab12", "dir"), (f"flkit-run-{os.getpid()}-cd34", "dir"),
+                       ("flkit-run-a-x1.ipynb", "old"), ("flkit-run-a-x2.ipynb", "file"),
+                       ("flkit-jupyter-old", "olddir"), ("flkit-jupyter-used", "olddir"), ("flkit-jupyter-new", "dir"),
+                       ("flkit-run-notes.txt", "old"), ("other", "olddir")]:
+        path = made[name] = tmp_path / name
+        if "dir" in kind:
+            (path / "runtime").mkdir(parents=True)
+            (path / "runtime" / "kernel.json").write_text("{}")
+        else:
+            path.write_text("{}")
+        if kind.startswith("old"):
+            for p in [*path.rglob("*"), path]:
+                os.utime(p, (hour_ago, hour_ago))
+    (made["flkit-jupyter-used"] / "runtime" / "kernel.json").touch()   # a recent file inside: in use
+    removed = run.clean_stale(tmp_path)
+    assert sorted(p.name for p in removed) == sorted([f"flkit-run-{dead.pid}-ab12", "flkit-run-a-x1.ipynb",
+                                                      "flkit-jupyter-old"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"flkit-run-{os.getpid()}-cd34", "flkit-run-a-x2.ipynb", "flkit-jupyter-used", "flkit-jupyter-new",
+         "flkit-run-notes.txt", "other"])
+
+
+def test_clean_parts_removes_old_parts_of_that_output_only(tmp_path):
+    old = time.time() - run.PART_AGE_S - 60
+    for name in (".a-1.part", ".a-2.part", ".b-1.part", "a.ipynb"):
+        (tmp_path / name).write_text("{}")
+        if name != ".a-2.part":
+            os.utime(tmp_path / name, (old, old))
+    assert run.clean_parts(tmp_path / "a.ipynb") == [tmp_path / ".a-1.part"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".a-2.part", ".b-1.part", "a.ipynb"]
+
+
+def test_a_run_writes_its_temporaries_into_its_own_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(run, "_RUN_DIR", None)
+    monkeypatch.setattr(run, "_machine", lambda: "test machine")
+    monkeypatch.setenv("JUPYTER_DATA_DIR", "")
+    monkeypatch.delenv("JUPYTER_DATA_DIR")                 # restored after the test, whether it was set or not
+    (tmp_path / "tmp").mkdir()
+    seen = []
+
+    def execute_notebook(source, work, **kwargs):
+        seen.append((work, kwargs["config"]))
+        shutil.copyfile(source, work)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+    assert run.execute(_nb(tmp_path / "a.ipynb"), out=tmp_path / "out" / "a.ipynb").is_file()
+    [(work, config)] = seen
+    folder = run.run_dir()
+    assert folder.parent == tmp_path / "tmp" and folder.name.startswith(f"flkit-run-{os.getpid()}-")
+    assert Path(work).parent == folder and Path(config.KernelManager.connection_file).parent == folder
+    assert os.environ["JUPYTER_DATA_DIR"] == str(folder / "jupyter")
+    assert sorted(p.name for p in folder.iterdir()) == ["jupyter"], "the run's files are removed"
+
+
 # ------------------------------------------------------------------------------- real kernels (two cells each)
 @pytest.mark.slow
 def test_real_run_at_smoke_goes_to_results_tmp(tree, capsys):
@@ -330,10 +396,43 @@ def test_sigterm_leaves_nothing_behind(tmp_path):
     while not (tmp_path / "started").exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
     assert (tmp_path / "started").exists(), "the notebook did not start"
-    assert [p.name.startswith("flkit-run-sleep-") for p in tmp.glob("*.ipynb")] == [True]  # papermill's file
+    [folder] = tmp.iterdir()                                   # this process's one folder of temporaries
+    assert folder.name.startswith(f"flkit-run-{proc.pid}-")
+    assert [p.name.startswith("sleep-") for p in folder.glob("*.ipynb")] == [True]  # papermill's file
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=8)
     assert proc.returncode == 143
     assert f"error: terminated (SIGTERM) while running {src}; nothing written to {out}" in err.splitlines()
     assert list(out.parent.iterdir()) == []
     assert list(tmp.iterdir()) == [], "temporary files and the private Jupyter data dir are removed"
+
+
+@pytest.mark.slow
+def test_sigkill_leftovers_are_removed_by_the_next_run(tmp_path):
+    """SIGKILL cannot be handled: what the killed run left in the temporary directory is removed by the next
+    invocation (here a --dry-run), as its owner's pid no longer runs."""
+    body = "import os, pathlib, time\npathlib.Path('started').write_text(str(os.getpid()))\ntime.sleep(60)"
+    src, tmp, started = _nb(tmp_path / "sleep.ipynb", body=body), tmp_path / "tmp", tmp_path / "started"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "JUPYTER_DATA_DIR"}
+    env.update(TMPDIR=str(tmp), PYTHONPATH=str(run.REPO))
+    cmd = [sys.executable, "-m", "flkit.run", str(src), "--out", str(tmp_path / "out" / "sleep.ipynb")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 30
+    while not (started.exists() and started.read_text()) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    try:
+        assert started.exists(), "the notebook did not start"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        if started.exists() and started.read_text():      # the kernel runs in a session of its own
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(started.read_text()), signal.SIGKILL)
+    [folder] = tmp.iterdir()          # the killed run's folder: papermill's file, the kernel's, Jupyter's dir
+    assert folder.name.startswith(f"flkit-run-{proc.pid}-")
+    assert sorted(p.suffix for p in folder.iterdir()) == ["", ".ipynb", ".json"]
+    again = subprocess.run([*cmd, "--dry-run"], env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert list(tmp.iterdir()) == [], "the next run removed them"
