@@ -21,7 +21,7 @@ _PAGE = _REPO / "book" / "appendix" / "reproduce.md"
 _BEGIN = "<!-- reproduce: per-page table (python -m flkit.reproduce --write) -->"
 _END = "<!-- /reproduce -->"
 
-__all__ = ["pages", "stores", "markdown", "generated", "regenerate", "main"]
+__all__ = ["pages", "stores", "computed_on", "markdown", "generated", "regenerate", "main"]
 
 
 def _arg(value) -> str:
@@ -47,7 +47,7 @@ def pages() -> pd.DataFrame:
 def stores() -> pd.DataFrame:
     """One row per results store: runs, the devices they ran on and their compute time (a run trained in a
     batch of b runs records the batch's wall time and b: it counts for wall time / b)."""
-    agg = defaultdict(lambda: dict(runs=0, devices=set(), seconds=0.0, no_commit=0))
+    agg = defaultdict(lambda: dict(runs=0, devices=set(), seconds=0.0, no_commit=0, platforms=set()))
     for f in sorted((_REPO / "results").rglob("*.json")):
         rel = f.relative_to(_REPO / "results")
         if rel.parts[0] in ("tmp", "benchmarks") or "checkpoints" in rel.parts:
@@ -63,10 +63,23 @@ def stores() -> pd.DataFrame:
         a["devices"].add(str(m.get("device")))
         a["seconds"] += float(m.get("wall_time_s") or 0.0) / int(m.get("batch_size") or 1)
         a["no_commit"] += m.get("git_commit") is None
+        a["platforms"].add(computed_on(m.get("platform")))
     rows = [dict(store=f"results/{k}", runs=v["runs"], device=", ".join(sorted(v["devices"])),
-                 compute_minutes=round(v["seconds"] / 60, 1), without_commit=v["no_commit"])
+                 compute_minutes=round(v["seconds"] / 60, 1), without_commit=v["no_commit"],
+                 computed_on="; ".join(sorted(v["platforms"])))
             for k, v in sorted(agg.items())]
     return pd.DataFrame(rows)
+
+
+def computed_on(platform: dict | None) -> str:
+    """Where a run was computed, from its manifest's platform (flkit.numerics): the GPU, or the CPU model and
+    ATen's kernel path; "not recorded" for runs stored before manifests recorded it."""
+    if not platform:
+        return "not recorded"
+    if platform.get("gpu"):
+        return platform["gpu"]
+    path = str(platform.get("kernel_path", "")).split(",")[0]
+    return f"{platform.get('cpu', 'CPU')}, {path} kernels" if path else str(platform.get("cpu", "CPU"))
 
 
 def _duration(s) -> str:
@@ -82,10 +95,11 @@ def markdown() -> str:
     for _, r in p.iterrows():
         lines.append(f"| {r.page} | `{r.command}` | {_duration(r.seconds)}, {r.machine} |")
     s = stores()
-    lines += ["", "| Results store | Runs | Device | Compute time of the runs | Runs without a recorded commit |",
-              "|---|---|---|---|---|"]
+    lines += ["", "| Results store | Runs | Device | Computed on | Compute time of the runs | "
+                  "Runs without a recorded commit |", "|---|---|---|---|---|---|"]
     for _, r in s.iterrows():
-        lines.append(f"| `{r.store}` | {r.runs} | {r.device} | {r.compute_minutes:.1f} min | {r.without_commit} |")
+        lines.append(f"| `{r.store}` | {r.runs} | {r.device} | {r.computed_on} | {r.compute_minutes:.1f} min | "
+                     f"{r.without_commit} |")
     return "\n".join(lines)
 
 

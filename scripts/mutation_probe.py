@@ -171,8 +171,13 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run of the tests (baseline, each mutant)")
     ap.add_argument("--tests", nargs="+", default=["tests"], metavar="PATH",
                     help="the test paths pytest runs (default: tests)")
-    ap.add_argument("--out", type=Path, default=REPO / "results" / "benchmarks" / "mutation_report.md")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="the report (default: results/benchmarks/mutation_report.md for the whole set; a partial "
+                         "run, --only or --tests, writes results/tmp/mutation_report.md)")
     args = ap.parse_args(argv)
+    if args.out is None:  # only a run of every mutation on the whole suite replaces the committed report
+        whole = not args.only and args.tests == ["tests"]
+        args.out = REPO / "results" / ("benchmarks" if whole else "tmp") / "mutation_report.md"
     usable, skipped = load_mutations()
     muts = [m for m in usable if m["id"].startswith(args.only)]
     skipped = [s for s in skipped if s["id"].startswith(args.only)]

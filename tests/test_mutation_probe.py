@@ -118,3 +118,13 @@ def test_list_and_only(fake, suites, capsys):
     assert probe.main(["--only", "calc-st"]) == 2
     assert capsys.readouterr().out.endswith("no mutation matches (only skipped ones)\n")
     assert suites == []
+
+
+def test_only_a_whole_run_replaces_the_committed_report(fake, suites, capsys):
+    """A partial run (--only) writes its report to results/tmp/, never over results/benchmarks/'s."""
+    repo = fake()
+    assert probe.main(["--only", "calc", "--timeout", "120"]) == 0
+    assert (repo / "results" / "tmp" / "mutation_report.md").is_file()
+    assert not (repo / "results" / "benchmarks").exists()
+    assert probe.main(["--timeout", "120"]) == 0
+    assert (repo / "results" / "benchmarks" / "mutation_report.md").is_file()

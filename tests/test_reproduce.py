@@ -33,10 +33,14 @@ def test_command_parses(command, capsys):
 def test_store_compute_time_divides_batches(tmp_path, monkeypatch):
     import json
     (tmp_path / "results" / "x").mkdir(parents=True)
+    where = [None, None, dict(cpu="AMD EPYC", kernel_path="AVX512, MKL_CBWR=AUTO"),
+             dict(cpu="Intel Xeon", kernel_path="AVX2, MKL_CBWR=AUTO", gpu="NVIDIA H100")]
     for k, (wall, b) in enumerate([(60.0, 3), (60.0, 3), (60.0, 3), (30.0, 1)]):
         (tmp_path / "results" / "x" / f"{k}.json").write_text(json.dumps(
-            dict(key=str(k), csv_sha256="h", wall_time_s=wall, batch_size=b, device="cpu", git_commit=None)))
+            dict(key=str(k), csv_sha256="h", wall_time_s=wall, batch_size=b, device="cpu", git_commit=None,
+                 **({"platform": where[k]} if where[k] else {}))))
     monkeypatch.setattr(reproduce, "_REPO", tmp_path)
     s = reproduce.stores()
     assert s.to_dict("records") == [dict(store="results/x", runs=4, device="cpu", compute_minutes=1.5,
-                                         without_commit=4)]
+                                         without_commit=4,
+                                         computed_on="AMD EPYC, AVX512 kernels; NVIDIA H100; not recorded")]
