@@ -573,10 +573,11 @@ def pages(book: Path = BOOK) -> pd.DataFrame:
     for nb in sorted(book.glob("*/*.ipynb")):
         rs, meta = page_checks(nb)
         if rs:
-            out.append(dict(page=f"{nb.parent.name}/{nb.stem}", checks=len(rs),
-                            profile=meta.get("parameters", {}).get("profile"), commit=(meta.get("commit") or "")[:12],
+            page = f"{nb.parent.name}/{nb.stem}"
+            out.append(dict(page=page, checks=len(rs), profile=meta.get("parameters", {}).get("profile"),
+                            scale=page_scale(page, meta.get("parameters", {})), commit=(meta.get("commit") or "")[:12],
                             machine=meta.get("machine", ""), minutes=round(meta.get("wall_time_s", 0) / 60, 1)))
-    return pd.DataFrame(out, columns=["page", "checks", "profile", "commit", "machine", "minutes"])
+    return pd.DataFrame(out, columns=["page", "checks", "profile", "scale", "commit", "machine", "minutes"])
 
 
 def publish(t: pd.DataFrame, key: str = "scorecard_table") -> None:
