@@ -100,7 +100,8 @@ def test_scale_kind(scale, kind):
     assert scorecard.scale_kind(scale) == kind
 
 
-@pytest.mark.parametrize("bad", ["", "reduced", "reduced:", "smaller: fewer rounds", "paper", "stand-in: x; y"])
+@pytest.mark.parametrize("bad", ["", "reduced", "reduced:", "smaller: fewer rounds", "paper", "stand-in: x; y",
+                                 "document's setting: 250 rounds"])
 def test_scale_kind_rejects_what_is_not_a_scale(bad):
     with pytest.raises(ValueError, match="is not a scale"):
         scorecard.scale_kind(bad)
