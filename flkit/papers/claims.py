@@ -9,7 +9,9 @@ read as a standard deviation over its own seeds, divided by sqrt of their number
 spread (one seed, an exact value, a document number without ±), a stated absolute threshold takes the
 place of the missing part. A qualitative claim ("A beats B") is checked on our per-seed values the same
 way: confirmed when the difference exceeds two standard errors in the claimed direction, contradicted when
-it does so in the other direction, and "not testable at this scale" otherwise.
+it does so in the other direction, and "not testable at this scale" otherwise. A bound the document states
+one way (an O(.) rate, "at most", "at least") is tested one way (`side="upper"` or `"lower"` of :func:`agree`,
+:func:`bound`): a measured rate below an upper bound agrees with it, however far below.
 
 Every check is a :class:`Check` (what, verdict, the numbers, the rule in words); :func:`frame` makes the
 page's table of checks.
@@ -23,7 +25,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["RULE", "Check", "se", "agree", "compare", "close", "holds", "frame", "styled", "summary", "number"]
+__all__ = ["RULE", "CHECK_VERDICTS", "OK", "FAILED", "Check", "se", "agree", "bound", "compare", "close", "holds",
+           "frame", "styled", "summary", "number"]
+
+# a check's verdicts: it holds (OK), it fails (FAILED), or the runs cannot tell
+OK = ("agrees", "confirmed")
+FAILED = ("differs", "contradicted")
+NOT_TESTABLE = "not testable at this scale"
+CHECK_VERDICTS = OK + FAILED + (NOT_TESTABLE,)
+SIDES = ("two-sided", "upper", "lower")
 
 RULE = ("agrees when |ours - document| <= 2 combined standard errors (ours over seeds, the document's ± as an "
         "sd over its seeds), else within a stated threshold where a side has no spread")
@@ -40,10 +50,16 @@ class Check:
     margin: float
     rule: str
     spread: float = math.nan      # the standard error of `ours` over seeds (of the paired differences)
+    scale: str = ""               # where the check's runs depart from the document ("stand-in: ...", "reduced: ...");
+    #                               empty: the page's own scale (scorecard.page_scale)
 
     @property
     def ok(self) -> bool:
-        return self.verdict in ("agrees", "confirmed")
+        return self.verdict in OK
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in FAILED
 
 
 def se(values) -> float:
@@ -55,20 +71,48 @@ def se(values) -> float:
     return float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0
 
 
+def _side(side: str) -> str:
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    return side
+
+
 def agree(what: str, ours, reference: float, *, ref_sd: float | None = None, ref_n: int = 5,
-          threshold: float = 0.0) -> Check:
+          threshold: float = 0.0, side: str = "two-sided") -> Check:
     """Our per-seed values `ours` against the document's `reference` (± `ref_sd` over `ref_n` seeds).
-    margin = max(2 combined se, threshold)."""
+    margin = max(2 combined se, threshold). Two-sided: agrees when |mean - reference| <= margin (exactly on the
+    margin agrees). `side="upper"`: the document's number is an upper bound, agrees when mean - reference <=
+    margin; `side="lower"`: a lower bound, agrees when reference - mean <= margin."""
+    _side(side)
     v = np.asarray(ours, dtype=float).reshape(-1)
     mean = float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
     se_doc = 0.0 if ref_sd is None else float(ref_sd) / math.sqrt(ref_n)
     margin = max(2.0 * math.hypot(se(v), se_doc), float(threshold))
+    gap = {"two-sided": abs(mean - float(reference)), "upper": mean - float(reference),
+           "lower": float(reference) - mean}[side]
     if not math.isfinite(mean):
-        verdict = "not testable at this scale"
+        verdict = NOT_TESTABLE
     else:
-        verdict = "agrees" if abs(mean - float(reference)) <= margin else "differs"
-    rule = "|ours - document| <= max(2 combined se, %g)" % threshold
+        verdict = "agrees" if gap <= margin else "differs"
+    rule = {"two-sided": "|ours - document| <= max(2 combined se, %g)",
+            "upper": "ours - document <= max(2 combined se, %g) (one-sided: the document's number is an upper bound)",
+            "lower": "document - ours <= max(2 combined se, %g) (one-sided: the document's number is a lower bound)"
+            }[side] % threshold
     return Check(what, verdict, mean, float(reference), margin, rule, se(v))
+
+
+def bound(what: str, ours: float, limit: float, *, tol: float = 0.0, side: str = "upper") -> Check:
+    """A measured number (a fitted exponent, one value) against a bound the document states one way:
+    `side="upper"` (O(.), "at most") agrees when ours <= limit + tol, `"lower"` when ours >= limit - tol;
+    `"two-sided"` when |ours - limit| <= tol. A missing number is not testable."""
+    _side(side)
+    x, lim = float(ours), float(limit)
+    gap = {"two-sided": abs(x - lim), "upper": x - lim, "lower": lim - x}[side]
+    verdict = NOT_TESTABLE if not (math.isfinite(x) and math.isfinite(lim)) else "agrees" if gap <= tol else "differs"
+    rule = {"two-sided": f"|measured - document| <= {tol:g}",
+            "upper": f"measured <= document + {tol:g} (one-sided: an upper bound)",
+            "lower": f"measured >= document - {tol:g} (one-sided: a lower bound)"}[side]
+    return Check(what, verdict, x, lim, float(tol), rule)
 
 
 def compare(what: str, a, b, *, threshold: float = 0.0) -> Check:
@@ -77,7 +121,7 @@ def compare(what: str, a, b, *, threshold: float = 0.0) -> Check:
     d = np.asarray(a, dtype=float).reshape(-1) - np.asarray(b, dtype=float).reshape(-1)
     d = d[np.isfinite(d)]
     if d.size < 2:
-        return Check(what, "not testable at this scale", float(d.mean()) if d.size else math.nan, 0.0, math.nan,
+        return Check(what, NOT_TESTABLE, float(d.mean()) if d.size else math.nan, 0.0, math.nan,
                      "needs at least two seeds")
     mean, s = float(d.mean()), 2.0 * se(d)
     margin = max(s, float(threshold))
@@ -88,7 +132,7 @@ def compare(what: str, a, b, *, threshold: float = 0.0) -> Check:
     elif threshold > 0.0:
         verdict = "confirmed"          # within the stated tie threshold
     else:
-        verdict = "not testable at this scale"
+        verdict = NOT_TESTABLE
     rule = "mean paired difference vs 2 se of the differences" + (f" (tie allowed within {threshold:g})" if threshold else "")
     return Check(what, verdict, mean, 0.0, margin, rule, se(d))
 
@@ -101,7 +145,7 @@ def close(what: str, a, b, *, threshold: float) -> Check:
     d = d[np.isfinite(d)]
     rule = f"|mean paired difference| + 2 se <= {threshold:g} (confirmed), - 2 se > {threshold:g} (contradicted)"
     if d.size < 2:
-        return Check(what, "not testable at this scale", float(d.mean()) if d.size else math.nan, 0.0, math.nan,
+        return Check(what, NOT_TESTABLE, float(d.mean()) if d.size else math.nan, 0.0, math.nan,
                      "needs at least two seeds")
     mean, s = float(d.mean()), 2.0 * se(d)
     if abs(mean) + s <= threshold:
@@ -109,7 +153,7 @@ def close(what: str, a, b, *, threshold: float) -> Check:
     elif abs(mean) - s > threshold:
         verdict = "contradicted"
     else:
-        verdict = "not testable at this scale"
+        verdict = NOT_TESTABLE
     return Check(what, verdict, mean, 0.0, s, rule, se(d))
 
 
@@ -155,5 +199,5 @@ def summary(checks: Iterable[Check]) -> str:
     """'k of n checks agree or are confirmed; j not testable at this scale.'"""
     cs = list(checks)
     ok = sum(c.ok for c in cs)
-    nt = sum(c.verdict == "not testable at this scale" for c in cs)
+    nt = sum(c.verdict == NOT_TESTABLE for c in cs)
     return f"{ok} of {len(cs)} checks agree or are confirmed" + (f"; {nt} not testable at this scale" if nt else "")

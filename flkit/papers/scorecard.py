@@ -10,8 +10,10 @@ Two halves make the record:
   :func:`collect` reads them back from the book's executed pages, with the profile and git commit each
   page was computed with (``metadata.flkit``).
 
-:func:`verdict` is the one rule that turns an item's checks into a verdict; :func:`table` joins the two
-halves, :func:`counts` and :func:`status_table` summarise them (the scorecard page and the introduction's
+:func:`verdict` is the one rule that turns an item's checks into a verdict, in one vocabulary (:data:`VERDICTS`);
+the *scale* of every check (the document's setting, a stand-in, or reduced: :func:`page_scale`, derived from the
+profile a page ran with) is kept beside it and never folded into it, and so are the runs still to be made at
+the document's scale (the owed-work ledger, :func:`still_to_run`). :func:`table` joins the two halves, :func:`counts` and :func:`status_table` summarise them (the scorecard page and the introduction's
 status table).  ``python -m flkit.papers.scorecard --intro`` rewrites the introduction's table from the
 record; a test fails when the committed one differs.
 """
@@ -33,8 +35,8 @@ import yaml
 from flkit.papers import claims
 from flkit.papers.claims import Check
 
-__all__ = ["DOCUMENTS", "VERDICTS", "Item", "items", "record", "collect", "page_checks", "verdict", "table",
-           "counts", "status_table", "main"]
+__all__ = ["DOCUMENTS", "VERDICTS", "SCALES", "Item", "items", "record", "collect", "page_checks", "page_scale",
+           "scale_kind", "item_scale", "verdict", "still_to_run", "table", "counts", "status_table", "main"]
 
 _REPO = Path(__file__).resolve().parents[2]
 _ITEMS = Path(__file__).resolve().parent / "items"
@@ -44,17 +46,24 @@ GLUE_KEY = "scorecard"
 _GLUE_PREFIX = "application/papermill.record/"      # MyST-NB's glue prefix: stored in the notebook, not shown
 _GLUE_MIME = _GLUE_PREFIX + "application/json"    # holds a JSON string: nbformat takes structures only under application/*json
 
-# the verdicts, in the order the scorecard lists them
-VERDICTS = ("reproduced", "partly", "not reproduced", "owed at the document's scale", "not executable here",
-            "not attempted yet")
+# the verdicts, in the order the scorecard lists them: the book's one vocabulary
+VERDICTS = ("reproduced", "partly", "not reproduced", "not testable at this scale", "nothing to compare with",
+            "finding", "not attempted", "not executable here")
+CHECKED = VERDICTS[:6]           # the verdicts of an item that a page checks
+# the scale of a check or item: "document's setting", "stand-in: <what replaces what>", "reduced: <what is smaller>"
+DOCUMENT_SCALE = "document's setting"
+SCALES = (DOCUMENT_SCALE, "stand-in", "reduced")
 STATUSES = ("checked", "not executable", "not attempted")
 KINDS = ("figure", "table", "table cell", "theorem", "lemma", "corollary", "proposition", "assumption",
          "equation", "algorithm", "claim", "remark", "example")
-RULE = ("An item is reproduced when every check of it agrees or is confirmed (the book's agreement rule), not "
-        "reproduced when none does, partly otherwise; an item whose page ran at a smaller profile than the "
-        "document's, or whose runs in the document's setting are still in the owed-work ledger, is owed at the "
-        "document's scale whatever its checks say; an item whose data cannot be "
-        "obtained here is not executable here.")
+RULE = ("An item is reproduced when every check of it agrees or is confirmed (the book's agreement rule); "
+        "partly when some do and the others differ, are contradicted or cannot tell; not reproduced when none "
+        "does and at least one differs or is contradicted; not testable at this scale when no check can tell. "
+        "An item where the document gives no number or image to compare with is 'nothing to compare with'; an "
+        "item whose checks show the document's statement or assumption false or infeasible is a finding. The "
+        "scale of the checks (the document's setting, a stand-in, reduced) is stated beside every verdict and "
+        "never changes it; so are the runs at the document's scale still to be made (the owed-work ledger). An "
+        "item whose data cannot be obtained here is not executable here.")
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,9 @@ class Item:
     missing: str | None = None       # what is missing here ("the CIFAR-10 images"), for "not executable"
     owed: str | None = None          # the owed-work ledger id that completes it at the document's scale
     note: str | None = None
+    scale: str | None = None         # "stand-in: ..." / "reduced: ...": where this item's runs depart from its page's
+    finding: str | None = None       # what the checks show false or infeasible in the document's statement
+    nothing_to_compare: str | None = None   # why the document gives no number or image to compare ours with
     extra: dict = field(default_factory=dict, compare=False)
 
 
@@ -94,6 +106,8 @@ def _check_item(doc: str, raw: dict) -> Item:
         raise ValueError(f"{where}: a checked item needs `page` and `shown_as`")
     if it.status == "not executable" and not it.missing:
         raise ValueError(f"{where}: a not-executable item needs `missing` (which data or hardware)")
+    if it.scale is not None:
+        scale_kind(it.scale, where)
     return it
 
 
@@ -141,7 +155,7 @@ def rows(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str, C
             raise TypeError(f"item {item!r}: expected a claims.Check, got {type(c).__name__}")
         out.append(dict(doc=doc, item=str(item), what=c.what, verdict=c.verdict, ours=_finite(float(c.ours)),
                         spread=_finite(float(c.spread)), reference=_finite(float(c.reference)),
-                        margin=_finite(float(c.margin)), rule=c.rule))
+                        margin=_finite(float(c.margin)), rule=c.rule, **({"scale": c.scale} if c.scale else {})))
     return out
 
 
@@ -194,34 +208,173 @@ def collect(book: Path = BOOK) -> pd.DataFrame:
     for nb in sorted(book.glob("*/*.ipynb")):
         rs, meta = page_checks(nb)
         page = f"{nb.parent.name}/{nb.stem}"
+        params = meta.get("parameters", {})
+        scale = page_scale(page, params) if rs else DOCUMENT_SCALE
         for r in rs:
-            out.append(dict(r, page=page, profile=meta.get("parameters", {}).get("profile"),
-                            commit=(meta.get("commit") or "")[:12]))
+            out.append(dict(r, page=page, profile=params.get("profile"), commit=(meta.get("commit") or "")[:12],
+                            scale=r.get("scale") or scale))
     cols = ["doc", "item", "what", "verdict", "ours", "spread", "reference", "margin", "rule", "page", "profile",
-            "commit"]
+            "commit", "scale"]
     return pd.DataFrame(out, columns=cols)
+
+
+# --------------------------------------------------------------------------------------------------------
+# the scale
+
+
+def scale_kind(scale: str, where: str = "scale") -> str:
+    """"document's setting", "stand-in" or "reduced": the kind of a scale text. A text that joins several
+    departures ("stand-in: ...; reduced: ...") is a stand-in when any part is."""
+    if scale == DOCUMENT_SCALE:
+        return DOCUMENT_SCALE
+    parts = [p.strip() for p in str(scale).split("; ") if p.strip()]
+    kinds = [p.split(":", 1)[0] for p in parts]
+    if not parts or any(k not in SCALES[1:] or not p.split(":", 1)[1:] or not p.split(":", 1)[1].strip()
+                        for k, p in zip(kinds, parts)):
+        raise ValueError(f"{where}: {scale!r} is not a scale: write {DOCUMENT_SCALE!r}, 'stand-in: <what replaces "
+                         "what>' or 'reduced: <what is smaller>' (several joined by '; ')")
+    return "stand-in" if "stand-in" in kinds else "reduced"
+
+
+def _join(parts: Iterable[str]) -> str:
+    parts = [p for p in dict.fromkeys(parts) if p and p != DOCUMENT_SCALE]
+    parts.sort(key=lambda p: not p.startswith("stand-in"))      # stand-ins first, then what is smaller
+    return "; ".join(parts) or DOCUMENT_SCALE
+
+
+def _departures(ours: Mapping, paper: Mapping, stand_in: Mapping[str, str], reduced: Mapping[str, str],
+                words=lambda k, v: str(v)) -> list[str]:
+    """'stand-in: <ours> for <the document's>' for each key of `stand_in` where the settings differ (`words`
+    names the values),
+    'reduced: <key> <ours> (document: <theirs>)' for each key of `reduced`; the mappings name each key."""
+    out = []
+    for keys, kind in ((stand_in, "stand-in"), (reduced, "reduced")):
+        for k, name in keys.items():
+            if k in ours and k in paper and ours[k] != paper[k]:
+                if kind == "stand-in":
+                    out.append(f"stand-in: {words(k, ours[k])} for {words(k, paper[k])}")
+                else:
+                    out.append(f"reduced: {name} {words(k, ours[k])} (document: {words(k, paper[k])})")
+    return out
+
+
+def _cvar_scale(experiment: str):
+    def derive(params: Mapping) -> list[str]:
+        from flkit.papers.cvar import experiments as ex
+        known = ex.settings(experiment, params.get("profile") or "paper")
+        s = ex.settings(experiment, params.get("profile") or "paper",
+                        **{k: v for k, v in params.items() if k in known and k != "profile"})
+        ram = {"random-draw": "a random draw of 27 of the 30 RAM probabilities", "authors": "the authors' 30"}
+        return _departures(s, ex.PAPER[experiment], {"ram": "RAM", "input_scaling": "input scaling", "model": "model",
+                                                      "dataset": "data"},
+                           {"rounds": "rounds", "seeds": "seeds", "panels": "panels", "alphas": "alphas",
+                            "train_subset": "training images", "test_subset": "test images"},
+                           words=lambda k, v: ram.get(v, v) if k == "ram" else f"{k} {ex._short(v, k)}" if k in ("input_scaling", "model", "dataset") else ex._short(v, k))
+    return derive
+
+
+def _fedau_scale(params: Mapping) -> list[str]:
+    from flkit.papers.fedau import table as tb
+    s = tb.profile(params.get("profile") or "paper", **{k: params.get(k) for k in ("dataset", "model", "rounds", "seeds")
+                                                       if params.get(k) is not None})
+    data = [] if s["dataset"] in tb.DOCUMENT_DATASETS else [
+        f"stand-in: {tb.NAMES.get(s['dataset'], s['dataset'])} for the document's data sets "
+        f"({', '.join(tb.NAMES[d] for d in tb.DOCUMENT_DATASETS)})"]
+    words = lambda k, v: ("the authors' CNN" if v is None else tb.MODEL_WORDS.get(v, str(v))) if k == "model" else (  # noqa: E731
+        f"{v:,}" if isinstance(v, int) else f"{len(v)} seeds" if k == "seeds" else str(v))
+    return data + _departures(s, tb.PROFILES["paper"], {"model": "model"},
+                              {"rounds": "rounds", "clients": "clients", "seeds": "seeds",
+                               "train_subset": "training images", "test_subset": "test images"}, words)
+
+
+def _hics_scale(params: Mapping) -> list[str]:
+    from flkit.papers.hics import experiments as ex
+    s = ex.profile(params.get("profile") or "paper", **{k: params.get(k) for k in ("rounds", "seeds")
+                                                       if params.get(k) is not None})
+    paper = ex.profile("paper")
+    words = lambda k, v: {"logreg": "multinomial logistic regression", "hics_fmnist_paper": "the document's CNN"}.get(  # noqa: E731
+        v, str(v)) if k == "model" else (s["rounds"] if v is None and k == "divfl_table1_rounds" else v)
+    return _departures(s, paper, {"model": "model"},
+                       {"rounds": "rounds", "seeds": "seeds", "clients": "clients", "subset": "training images",
+                        "divfl_table1_rounds": "DivFL's rounds in Table 1's setting"}, words)
+
+
+# pages whose scale follows from the parameters they ran with (their chapter's own profiles)
+_DERIVED = {"cvar/synthetic_2d": _cvar_scale("synthetic_2d"), "cvar/mnist": _cvar_scale("mnist"),
+            "cvar/fmnist_table": _cvar_scale("fmnist"), "fedau/table": _fedau_scale, "fedau/cutoff": _fedau_scale,
+            "hics/fmnist": _hics_scale}
+
+
+def page_scale(page: str, parameters: Mapping) -> str:
+    """The scale of a page's checks, from the parameters it ran with (``metadata.flkit.parameters``): what its
+    settings replace or make smaller against the document's setting (for the pages that run the chapter's
+    profiles), any stand-in its document's items file states for the whole page (``scale:`` in the header),
+    and, for another page run at a profile other than "paper", that profile."""
+    parts = []
+    for d in DOCUMENTS:
+        hand = (document(d).get("scale") or {}).get(page)
+        if hand:
+            scale_kind(hand, f"items/{d}.yaml, scale of {page}")
+            parts.append(hand)
+    if page in _DERIVED:
+        parts += _DERIVED[page](parameters)
+    elif parameters.get("profile") not in (None, "paper"):
+        parts.append(f"reduced: the '{parameters['profile']}' profile")
+    return _join(parts)
+
+
+def item_scale(item: Item, checks: pd.DataFrame) -> str:
+    """The item's scale: its own (``scale:`` in the items file) where its runs depart from its page's, else
+    the departures of the pages that check it (``scale`` of :func:`collect`'s rows); the document's setting
+    when there are none."""
+    if item.scale:
+        return item.scale
+    if "scale" not in checks or checks.empty:
+        return DOCUMENT_SCALE
+    return _join(s for v in checks["scale"].dropna() for s in str(v).split("; "))
 
 
 # --------------------------------------------------------------------------------------------------------
 # the verdict
 
 
-def verdict(item: Item, checks: pd.DataFrame, unpaid: frozenset[str] | set[str] = frozenset()) -> str:
-    """The item's verdict from its checks (rows of :func:`collect` for this item) and the ledger ids still
-    `unpaid` (:func:`flkit.owed.ledger`). See :data:`RULE`."""
+def verdict(item: Item, checks: pd.DataFrame) -> str:
+    """The item's verdict from its checks (rows of :func:`collect` for this item: their ``verdict``), in the
+    book's vocabulary (:data:`VERDICTS`); the one rule, :data:`RULE`. Neither the scale of the checks nor the
+    runs still owed change it: they are stated beside it (:func:`item_scale`, :func:`still_to_run`)."""
     if item.status == "not attempted":
-        return "not attempted yet"
+        return "not attempted"
     if item.status == "not executable":
         return "not executable here"
     if checks.empty:
         raise ValueError(f"document {item.doc}, item {item.id!r}: checked, but page {item.page!r} records no "
                          "check of it")
-    if (checks["profile"] != "paper").any() or item.owed in unpaid:
-        return "owed at the document's scale"
-    ok = checks["verdict"].isin(["agrees", "confirmed"])
+    unknown = sorted(set(checks["verdict"]) - set(claims.CHECK_VERDICTS))
+    if unknown:
+        raise ValueError(f"document {item.doc}, item {item.id!r}: unknown check verdict(s) {unknown}")
+    if item.nothing_to_compare:
+        return "nothing to compare with"
+    ok = checks["verdict"].isin(claims.OK)
+    failed = checks["verdict"].isin(claims.FAILED)
     if ok.all():
         return "reproduced"
-    return "partly" if ok.any() else "not reproduced"
+    if item.finding and failed.any():
+        return "finding"
+    if ok.any():
+        return "partly"
+    return "not reproduced" if failed.any() else "not testable at this scale"
+
+
+def still_to_run(item: Item, unpaid: Iterable[str]) -> str:
+    """The runs at the document's scale still to be made for `item` (its owed-work ledger id while unpaid),
+    listed beside its verdict; "" when none."""
+    return item.owed if item.owed and item.owed in set(unpaid) else ""
+
+
+def label(v: str, scale: str) -> str:
+    """A verdict as a reader sees it: with its scale beside it unless the checks ran in the document's setting
+    (\"reproduced (stand-in: ...)\")."""
+    return v if scale == DOCUMENT_SCALE or v not in CHECKED else f"{v} ({scale})"
 
 
 def _fmt(x, spread=None) -> str:
@@ -229,15 +382,17 @@ def _fmt(x, spread=None) -> str:
 
 
 def table(book: Path = BOOK) -> pd.DataFrame:
-    """One row per item of the five documents: the document's value, ours, the verdict and provenance."""
+    """One row per item of the five documents: the document's value, ours, the verdict (:func:`verdict`), the
+    scale of its checks (:func:`item_scale`), the runs still to be made at the document's scale
+    (:func:`still_to_run`) and provenance."""
     from flkit import owed
     ck = collect(book)
     unpaid = {o.id for o in owed.ledger()}
     out = []
     for it in items():
         mine = ck[(ck["doc"] == it.doc) & (ck["item"] == it.id)]
-        v = verdict(it, mine, unpaid)
-        n_ok = int(mine["verdict"].isin(["agrees", "confirmed"]).sum())
+        v = verdict(it, mine)
+        n_ok = int(mine["verdict"].isin(claims.OK).sum())
         refs = mine["reference"].dropna()
         doc_value = _fmt(it.value, it.sd) if it.value is not None else (
             _fmt(float(refs.iloc[0])) if len(refs) == 1 and mine["rule"].iloc[0].startswith("|ours - document|")
@@ -247,53 +402,85 @@ def table(book: Path = BOOK) -> pd.DataFrame:
             ours = _fmt(float(mine["ours"].iloc[0]), mine["spread"].iloc[0])
         if v == "not executable here":
             detail = f"needs {it.missing}"
-        elif v == "not attempted yet":
+        elif v == "not attempted":
             detail = it.note or ""
         else:
             detail = f"{n_ok} of {len(mine)} agree or confirmed"
-            if v == "owed at the document's scale":
-                detail += f" (profile {', '.join(sorted(set(mine['profile'])))})"
-                if it.owed in unpaid:
-                    detail += f"; owed: {it.owed}"
+            n_bad = int(mine["verdict"].isin(claims.FAILED).sum())
+            if n_bad:
+                detail += f", {n_bad} differ or contradicted"
+            if v == "finding":
+                detail += f"; {it.finding}"
+            elif v == "nothing to compare with":
+                detail += f"; {it.nothing_to_compare}"
         out.append(dict(document=it.doc, item=it.id, kind=it.kind, where=it.where, page=it.page or "",
                         shown_as=it.shown_as or "", document_value=doc_value or (it.text or ""), ours=ours,
-                        verdict=v, checks=detail, profile=", ".join(sorted(set(mine["profile"].dropna()))),
+                        verdict=v, scale=item_scale(it, mine) if v in CHECKED else "", checks=detail,
+                        still_to_run=still_to_run(it, unpaid),
+                        profile=", ".join(sorted(set(mine["profile"].dropna()))),
                         commit=", ".join(sorted(set(mine["commit"].dropna()))), owed=it.owed or ""))
-    cols = ["document", "item", "kind", "where", "page", "shown_as", "document_value", "ours", "verdict", "checks",
-            "profile", "commit", "owed"]
+    cols = ["document", "item", "kind", "where", "page", "shown_as", "document_value", "ours", "verdict", "scale",
+            "checks", "still_to_run", "profile", "commit", "owed"]
     return pd.DataFrame(out, columns=cols)
 
 
+def _kinds(t: pd.DataFrame) -> pd.Series:
+    return pd.Series([scale_kind(x) if x else "" for x in t["scale"]], index=t.index, dtype=object)
+
+
 def counts(t: pd.DataFrame) -> pd.DataFrame:
-    """Items per document and verdict."""
+    """Items per document and verdict, and how many of them have runs still to be made at the document's
+    scale ("still to run": beside the verdicts, not one of them)."""
     c = pd.DataFrame(0, index=pd.Index(DOCUMENTS, name="document"), columns=list(VERDICTS))
     for (d, v), n in (t.groupby(["document", "verdict"]).size().items() if len(t) else []):
         c.loc[d, v] = n
-    c["items"] = c.sum(axis=1)
+    c["items"] = c[list(VERDICTS)].sum(axis=1)
+    c["still to run"] = [int((t[t["document"] == d]["still_to_run"] != "").sum()) for d in DOCUMENTS]
+    return c
+
+
+def by_scale(t: pd.DataFrame) -> pd.DataFrame:
+    """Checked items per document, verdict and scale (the document's setting, a stand-in, reduced)."""
+    chk = t[t["verdict"].isin(CHECKED)]
+    idx = pd.MultiIndex.from_product([DOCUMENTS, SCALES], names=["document", "scale"])
+    c = pd.DataFrame(0, index=idx, columns=list(CHECKED))
+    for (d, k, v), n in (chk.assign(kind=_kinds(chk)).groupby(["document", "kind", "verdict"]).size().items()
+                         if len(chk) else []):
+        c.loc[(d, k), v] = n
     return c
 
 
 def numbers(c: pd.DataFrame) -> dict[str, int]:
     """The counts the scorecard page quotes in its text: n_items and n_<first words of each verdict>."""
-    keys = dict(zip(VERDICTS, ("n_reproduced", "n_partly", "n_not_reproduced", "n_owed", "n_not_executable",
-                               "n_not_attempted")))
-    return {"n_items": int(c["items"].sum()), **{keys[v]: int(c[v].sum()) for v in VERDICTS}}
+    keys = {v: "n_" + v.replace("'", "").replace(" ", "_") for v in VERDICTS}
+    return {"n_items": int(c["items"].sum()), **{keys[v]: int(c[v].sum()) for v in VERDICTS},
+            "n_still_to_run": int(c["still to run"].sum())}
+
+
+def _cell(n: int, sc: pd.Series) -> str:
+    """A count with the part of it that ran on a stand-in or reduced beside it: "12 (3 stand-in, 1 reduced)"."""
+    extra = [f"{int(sc[k])} {k}" for k in SCALES[1:] if sc[k]]
+    return f"{n} ({', '.join(extra)})" if extra else str(n)
 
 
 def status_table(t: pd.DataFrame) -> str:
-    """The introduction's status table (Markdown), from the record, followed by what each document still
-    lacks: the data that cannot be obtained here and the GPU minutes owed (from :mod:`flkit.owed`)."""
+    """The introduction's status table (Markdown), from the record: items per verdict, each count of a checked
+    verdict with how many of its items ran on a stand-in or reduced, and the items with runs still to be made
+    at the document's scale; followed by what each document still lacks: the data that cannot be obtained
+    here and the GPU minutes owed (from :mod:`flkit.owed`)."""
     from flkit import owed
     c = counts(t)
-    # one narrow column per verdict (the scorecard page names them in full), the document linked to its chapter
-    head = "| Document | Items | Reproduced | Partly | Not reproduced | Owed | Not executable | Not attempted |"
-    lines = [head, "|---|" + "--:|" * 7]
+    sc = by_scale(t)
+    names = [v[0].upper() + v[1:] for v in VERDICTS]
+    head = "| Document | Items | " + " | ".join(names) + " | Still to run |"
+    lines = [head, "|---|" + "--:|" * (len(VERDICTS) + 2)]
     for d in DOCUMENTS:
         meta = document(d)
         name = f"{d} {meta.get('short', '')}".strip()
         doc = f"{{doc}}`{name} <{meta['chapter']}/index>`" if meta.get("chapter") else f"{name} (no chapter yet)"
         r = c.loc[d]
-        lines.append(f"| {doc} | {r['items']} | " + " | ".join(str(int(r[v])) for v in VERDICTS) + " |")
+        cells = [_cell(int(r[v]), sc.loc[d][v]) if v in CHECKED else str(int(r[v])) for v in VERDICTS]
+        lines.append(f"| {doc} | {r['items']} | " + " | ".join(cells) + f" | {int(r['still to run'])} |")
     ledger = owed.frame()
     lines.append("")
     for d in DOCUMENTS:
@@ -305,7 +492,7 @@ def status_table(t: pd.DataFrame) -> str:
         if len(gpu):
             cost = [f"about {int(gpu[c].sum())} {unit}" for c, unit in
                     (("gpu_minutes", "GPU minutes"), ("cpu_minutes", "minutes of one CPU thread")) if gpu[c].sum()]
-            parts.append(f"{' and '.join(cost)} owed at the document's scale "
+            parts.append(f"{' and '.join(cost)} still to run at the document's scale "
                          f"({len(gpu)} ledger item{'s' if len(gpu) > 1 else ''})")
         if parts:
             lines.append(f"- {d} {document(d).get('short', '')}: " + "; ".join(parts) + ".")
@@ -313,7 +500,8 @@ def status_table(t: pd.DataFrame) -> str:
 
 
 COLOURS = {"reproduced": "#2a9d5c", "partly": "#9fd08a", "not reproduced": "#d1495b",
-           "owed at the document's scale": "#f2b134", "not executable here": "#8d99ae", "not attempted yet": "#e5e5e5"}
+           "not testable at this scale": "#f2b134", "nothing to compare with": "#c9b8e8", "finding": "#5fa8d3",
+           "not executable here": "#8d99ae", "not attempted": "#e5e5e5"}
 
 
 _TABLE_CSS = ("<style>.scorecard td, .scorecard th {font-size: 0.8em; padding: 2px 6px; vertical-align: top; "
@@ -336,16 +524,17 @@ def _html_table(df: pd.DataFrame, colour: str | None = None) -> str:
 def items_view(t: pd.DataFrame, doc: str):
     """One document's items as the scorecard page shows them: the checked items in a table (document order,
     verdicts coloured), then the items not executable here grouped by what is missing, then the items not
-    attempted yet with the reason, each folded."""
+    attempted with the reason, each folded."""
     import html
 
     from IPython.display import HTML
     mine = t[t["document"] == doc]
     if mine.empty:
         return HTML("<p>No item listed yet: not attempted.</p>")
-    shown = mine[~mine["verdict"].isin(["not executable here", "not attempted yet"])]
-    view = shown[["item", "document_value", "ours", "verdict", "checks", "page"]].rename(columns={
-        "document_value": "document's value", "ours": "ours (± se)", "checks": "our checks", "page": "our page"})
+    shown = mine[mine["verdict"].isin(CHECKED)]
+    view = shown[["item", "document_value", "ours", "verdict", "scale", "checks", "still_to_run", "page"]].rename(
+        columns={"document_value": "document's value", "ours": "ours (± se)", "checks": "our checks",
+                 "still_to_run": "still to run at the document's scale", "page": "our page"})
     parts = [_TABLE_CSS, _html_table(view, colour="verdict") if len(view) else "<p>No item is checked yet.</p>"]
     ne = mine[mine["verdict"] == "not executable here"]
     if len(ne):
@@ -353,10 +542,10 @@ def items_view(t: pd.DataFrame, doc: str):
                          for need, g in ne.groupby("checks", sort=False))
         parts.append(f'<details class="scorecard"><summary>{len(ne)} items not executable here</summary>{groups}'
                      "</details>")
-    na = mine[mine["verdict"] == "not attempted yet"]
+    na = mine[mine["verdict"] == "not attempted"]
     if len(na):
         tab = _html_table(na[["item", "checks"]].rename(columns={"checks": "why"}))
-        parts.append(f'<details class="scorecard"><summary>{len(na)} items not attempted yet</summary>{tab}'
+        parts.append(f'<details class="scorecard"><summary>{len(na)} items not attempted</summary>{tab}'
                      "</details>")
     return HTML("".join(parts))
 
@@ -384,10 +573,11 @@ def pages(book: Path = BOOK) -> pd.DataFrame:
     for nb in sorted(book.glob("*/*.ipynb")):
         rs, meta = page_checks(nb)
         if rs:
-            out.append(dict(page=f"{nb.parent.name}/{nb.stem}", checks=len(rs),
-                            profile=meta.get("parameters", {}).get("profile"), commit=(meta.get("commit") or "")[:12],
+            page = f"{nb.parent.name}/{nb.stem}"
+            out.append(dict(page=page, checks=len(rs), profile=meta.get("parameters", {}).get("profile"),
+                            scale=page_scale(page, meta.get("parameters", {})), commit=(meta.get("commit") or "")[:12],
                             machine=meta.get("machine", ""), minutes=round(meta.get("wall_time_s", 0) / 60, 1)))
-    return pd.DataFrame(out, columns=["page", "checks", "profile", "commit", "machine", "minutes"])
+    return pd.DataFrame(out, columns=["page", "checks", "profile", "scale", "commit", "machine", "minutes"])
 
 
 def publish(t: pd.DataFrame, key: str = "scorecard_table") -> None:

@@ -477,20 +477,18 @@ def table1_words(ours: pd.DataFrame, checks: Mapping[str, list]) -> dict:
     return out
 
 
-def table1_item_verdicts(checks: Mapping[str, list], profile: str, owed_paid: bool) -> str:
-    """The scorecard's verdict (`scorecard.verdict`, its rule unchanged) on each item the page's `checks`
-    are filed under, run at `profile`, with the ledger item `TABLE1_OWED` unpaid unless `owed_paid`:
-    the verdicts with their counts in words, e.g. "owed at the document's scale (65 of 65 items)"."""
+def table1_item_verdicts(checks: Mapping[str, list]) -> str:
+    """The scorecard's verdict (`scorecard.verdict`, the book's one rule) on each item the page's `checks` are
+    filed under: the verdicts with their counts in words, e.g. "not reproduced (61 of 65 items)". The scale of
+    the runs and the runs still owed at the document's scale are stated beside it, never folded into it."""
     from flkit.papers import scorecard
     known = {it.id: it for it in scorecard.items("003")}
     unknown = sorted(set(checks) - set(known))
     if unknown:
         raise ValueError(f"item id(s) {unknown} are not in flkit/papers/items/003.yaml")
-    unpaid = set() if owed_paid else {TABLE1_OWED}
     got = []
     for item, cs in checks.items():
-        frame = pd.DataFrame(scorecard.rows("003", {item: cs})).assign(profile=profile)
-        got.append(scorecard.verdict(known[item], frame, unpaid))
+        got.append(scorecard.verdict(known[item], pd.DataFrame(scorecard.rows("003", {item: cs}))))
     n = pd.Series(got).value_counts()
     return in_words(f"{v} ({k} of {len(got)} items)" for v, k in n.items())
 

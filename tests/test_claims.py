@@ -1,0 +1,207 @@
+"""The book's agreement rules (flkit.papers.claims) on their boundaries: exactly two standard errors, one- vs
+two-sided, zero spread, a stated threshold, too few seeds. The values are chosen so that the arithmetic is
+exact in floating point: [0, 0, 0, 4] has mean 1, sd 2 and standard error 1, so two standard errors are 2."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from flkit.papers import claims
+
+SE1 = [0.0, 0.0, 0.0, 4.0]          # mean 1, se 1 (2 se = 2)
+EPS = 1e-9
+
+
+def shifted(d):
+    return [x + d for x in SE1]
+
+
+def test_se():
+    assert claims.se(SE1) == 1.0
+    assert claims.se([3.0]) == 0.0
+    assert math.isnan(claims.se([]))
+    assert claims.se([0.0, 0.0, 0.0, 4.0, math.nan]) == 1.0       # missing seeds are dropped
+    assert claims.se([2.0, 2.0, 2.0]) == 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# agree: |ours - document| <= max(2 combined se, threshold)
+
+
+@pytest.mark.parametrize("reference, verdict", [
+    (3.0, "agrees"), (-1.0, "agrees"),                 # exactly two standard errors away: agrees
+    (3.0 + EPS, "differs"), (-1.0 - EPS, "differs"),   # just beyond
+    (1.0, "agrees"),
+])
+def test_agree_at_exactly_two_standard_errors(reference, verdict):
+    c = claims.agree("x", SE1, reference)
+    assert c.verdict == verdict
+    assert c.margin == 2.0 and c.ours == 1.0 and c.spread == 1.0 and c.reference == reference
+    assert c.rule.startswith("|ours - document|")
+
+
+def test_agree_combines_both_standard_errors():
+    c = claims.agree("x", SE1, 1.0 + 2 * math.sqrt(2), ref_sd=2.0, ref_n=4)      # se_doc = 1
+    assert c.margin == pytest.approx(2 * math.sqrt(2))
+    assert claims.agree("x", SE1, 1.0 + 2.8, ref_sd=2.0, ref_n=4).verdict == "agrees"
+    assert claims.agree("x", SE1, 1.0 + 2.9, ref_sd=2.0, ref_n=4).verdict == "differs"
+    assert claims.agree("x", SE1, 1.0 + 2.9).verdict == "differs"                   # no document spread: 2.0
+    # the default number of document seeds is 5
+    assert claims.agree("x", SE1, 1.0, ref_sd=math.sqrt(5)).margin == pytest.approx(2 * math.sqrt(2))
+
+
+def test_agree_zero_spread_uses_the_threshold():
+    assert claims.agree("x", [5.0], 2.0, threshold=3.0).verdict == "agrees"          # exactly on the threshold
+    assert claims.agree("x", [5.0], 2.0, threshold=3.0 - EPS).verdict == "differs"
+    assert claims.agree("x", [5.0, 5.0, 5.0], 5.0).verdict == "agrees"              # zero spread, equal
+    assert claims.agree("x", [5.0, 5.0, 5.0], 5.0 + EPS).verdict == "differs"       # zero spread, no threshold
+    c = claims.agree("x", [5.0], 2.0, threshold=3.0)
+    assert c.margin == 3.0 and c.spread == 0.0
+    assert claims.agree("x", SE1, 3.5, threshold=2.5).verdict == "agrees"           # threshold beats 2 se
+    assert claims.agree("x", SE1, 3.5, threshold=1.5).verdict == "differs"          # 2 se beats threshold
+
+
+def test_agree_without_a_number_is_not_testable():
+    assert claims.agree("x", [math.nan, math.nan], 1.0).verdict == "not testable at this scale"
+    assert claims.agree("x", [math.nan, 1.0, 3.0], 2.0).ours == 2.0
+
+
+@pytest.mark.parametrize("ours, side, verdict", [
+    ([0.0] * 3, "upper", "agrees"),          # far below an upper bound: agrees, however far
+    ([0.0] * 3, "two-sided", "differs"),
+    ([0.0] * 3, "lower", "differs"),
+    ([20.0] * 3, "lower", "agrees"),         # far above a lower bound
+    ([20.0] * 3, "upper", "differs"),
+    ([20.0] * 3, "two-sided", "differs"),
+])
+def test_agree_one_sided(ours, side, verdict):
+    c = claims.agree("x", ours, 10.0, side=side)
+    assert c.verdict == verdict
+    assert ("one-sided" in c.rule) == (side != "two-sided")
+
+
+def test_agree_one_sided_at_exactly_two_standard_errors():
+    assert claims.agree("x", SE1, -1.0, side="upper").verdict == "agrees"            # ours 2 se above
+    assert claims.agree("x", SE1, -1.0 - EPS, side="upper").verdict == "differs"
+    assert claims.agree("x", SE1, 3.0, side="lower").verdict == "agrees"             # ours 2 se below
+    assert claims.agree("x", SE1, 3.0 + EPS, side="lower").verdict == "differs"
+    assert claims.agree("x", SE1, 3.0 + EPS, side="upper").verdict == "agrees"
+    assert claims.agree("x", SE1, -1.0 - EPS, side="lower").verdict == "agrees"
+    with pytest.raises(ValueError, match="side must be one of"):
+        claims.agree("x", SE1, 1.0, side="greater")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bound: a single measured number against a bound the document states one way (an O(.) rate)
+
+
+def test_bound_is_one_sided():
+    # n^0.76 under O(n): an upper bound is not exceeded
+    assert claims.bound("x", 0.76, 1.0, tol=0.15).verdict == "agrees"
+    assert claims.bound("x", 0.76, 1.0, tol=0.15, side="two-sided").verdict == "differs"
+    assert claims.bound("x", 0.76, 1.0, tol=0.15, side="lower").verdict == "differs"
+    assert claims.bound("x", 1.25, 1.0, tol=0.25).verdict == "agrees"                # exactly on it
+    assert claims.bound("x", 1.25 + EPS, 1.0, tol=0.25).verdict == "differs"
+    assert claims.bound("x", 0.75, 1.0, tol=0.25, side="lower").verdict == "agrees"
+    assert claims.bound("x", 0.75 - EPS, 1.0, tol=0.25, side="lower").verdict == "differs"
+    assert claims.bound("x", 1.25, 1.0, tol=0.25, side="two-sided").verdict == "agrees"
+    assert claims.bound("x", 0.75, 1.0, tol=0.25, side="two-sided").verdict == "agrees"
+    assert claims.bound("x", 1.0, 1.0).verdict == "agrees"                           # zero tolerance
+    assert claims.bound("x", 1.0 + EPS, 1.0).verdict == "differs"
+    assert claims.bound("x", math.nan, 1.0).verdict == "not testable at this scale"
+    assert claims.bound("x", 1.0, math.nan).verdict == "not testable at this scale"
+    c = claims.bound("x", 0.76, 1.0, tol=0.15)
+    assert (c.ours, c.reference, c.margin) == (0.76, 1.0, 0.15) and "upper bound" in c.rule
+    assert "lower bound" in claims.bound("x", 1.0, 1.0, side="lower").rule
+    with pytest.raises(ValueError, match="side must be one of"):
+        claims.bound("x", 1.0, 1.0, side="up")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# compare: "a >= b" on paired per-seed values
+
+
+def test_compare_at_exactly_two_standard_errors():
+    b = [0.0] * 4
+    # mean paired difference exactly 2 se: not confirmed (strictly above is needed)
+    c = claims.compare("a > b", [1.0, 1.0, 1.0, 5.0], b)
+    assert c.ours == 2.0 and c.margin == 2.0 and c.verdict == "not testable at this scale"
+    assert claims.compare("a > b", [1.01, 1.01, 1.01, 5.01], b).verdict == "confirmed"
+    # exactly -2 se: not contradicted
+    assert claims.compare("a > b", [-1.0, -1.0, -1.0, -5.0], b).verdict == "not testable at this scale"
+    assert claims.compare("a > b", [-1.01, -1.01, -1.01, -5.01], b).verdict == "contradicted"
+    assert claims.compare("a > b", SE1, b).verdict == "not testable at this scale"     # inside noise
+    # the pairing matters: the same values unpaired would not tell
+    assert claims.compare("a > b", [3.0, 4.0, 5.0], [2.0, 3.0, 4.0]).verdict == "confirmed"
+
+
+def test_compare_zero_spread_and_too_few_seeds():
+    assert claims.compare("x", [2.0, 2.0, 2.0], [1.0, 1.0, 1.0]).verdict == "confirmed"
+    assert claims.compare("x", [1.0, 1.0, 1.0], [2.0, 2.0, 2.0]).verdict == "contradicted"
+    assert claims.compare("x", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]).verdict == "not testable at this scale"
+    one = claims.compare("x", [5.0], [1.0])
+    assert one.verdict == "not testable at this scale" and one.rule == "needs at least two seeds" and one.ours == 4.0
+    assert claims.compare("x", [5.0, math.nan], [1.0, 2.0]).verdict == "not testable at this scale"
+    assert math.isnan(claims.compare("x", [], []).ours)
+
+
+def test_compare_with_a_tie_threshold():
+    b = [0.0] * 4
+    assert claims.compare("x", [1.0, 1.0, 1.0, 5.0], b, threshold=3.0).verdict == "confirmed"      # a tie
+    assert claims.compare("x", [-2.0, -2.0, -2.0, -6.0], b, threshold=3.0).verdict == "confirmed"  # -3 = -threshold
+    c = claims.compare("x", [-2.01, -2.01, -2.01, -6.01], b, threshold=3.0)
+    assert c.verdict == "contradicted" and c.margin == 3.0 and "tie allowed within 3" in c.rule
+    assert claims.compare("x", [-1.01, -1.01, -1.01, -5.01], b, threshold=1.0).verdict == "contradicted"
+    assert "tie" not in claims.compare("x", SE1, b).rule
+
+
+# ---------------------------------------------------------------------------------------------------------
+# close: "a is close to b" on paired per-seed values
+
+
+def test_close_boundaries():
+    b = [0.0] * 4
+    d2 = [1.0, 1.0, 1.0, 5.0]                     # mean 2, 2 se = 2
+    assert claims.close("x", d2, b, threshold=4.0).verdict == "confirmed"              # |2| + 2 == 4
+    assert claims.close("x", d2, b, threshold=4.0 - EPS).verdict == "not testable at this scale"
+    assert claims.close("x", [-x for x in d2], b, threshold=4.0).verdict == "confirmed"
+    d4 = [3.0, 3.0, 3.0, 7.0]                     # mean 4, 2 se = 2
+    assert claims.close("x", d4, b, threshold=2.0).verdict == "not testable at this scale"   # 4 - 2 == 2
+    assert claims.close("x", d4, b, threshold=2.0 - EPS).verdict == "contradicted"
+    assert claims.close("x", [-x for x in d4], b, threshold=2.0 - EPS).verdict == "contradicted"
+    c = claims.close("x", d2, b, threshold=4.0)
+    assert (c.ours, c.margin, c.spread) == (2.0, 2.0, 1.0)
+
+
+def test_close_zero_spread_and_too_few_seeds():
+    assert claims.close("x", [1.0, 1.0], [1.0, 1.0], threshold=0.0).verdict == "confirmed"
+    assert claims.close("x", [1.5, 1.5], [1.0, 1.0], threshold=0.5).verdict == "confirmed"
+    assert claims.close("x", [1.5, 1.5], [1.0, 1.0], threshold=0.5 - EPS).verdict == "contradicted"
+    one = claims.close("x", [1.0], [1.0], threshold=1.0)
+    assert one.verdict == "not testable at this scale" and one.rule == "needs at least two seeds"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# holds, Check, summary
+
+
+def test_holds_and_check_properties():
+    ok = claims.holds("x", True, "exact")
+    bad = claims.holds("x", np.bool_(False), "exact", ours=1.0, reference=2.0)
+    assert ok.verdict == "agrees" and ok.ok and not ok.failed
+    assert bad.verdict == "differs" and bad.failed and not bad.ok and (bad.ours, bad.reference) == (1.0, 2.0)
+    assert claims.Check("x", "confirmed", 1, 0, 0, "r").ok
+    assert claims.Check("x", "contradicted", 1, 0, 0, "r").failed
+    nt = claims.Check("x", "not testable at this scale", 1, 0, 0, "r")
+    assert not nt.ok and not nt.failed
+    assert set(claims.CHECK_VERDICTS) == {"agrees", "confirmed", "differs", "contradicted",
+                                          "not testable at this scale"}
+
+
+def test_summary():
+    cs = [claims.holds("a", True, "r"), claims.holds("b", False, "r"),
+          claims.compare("c", [1.0, 1.0], [1.0, 1.0])]
+    assert claims.summary(cs) == "1 of 3 checks agree or are confirmed; 1 not testable at this scale"
+    assert claims.summary(cs[:2]) == "1 of 2 checks agree or are confirmed"
