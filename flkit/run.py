@@ -5,12 +5,12 @@
     python -m flkit.run --all -p profile smoke
 
 Where the executed copy goes. `notebooks/<chapter>/<name>.ipynb` is written to `book/<chapter>/<name>.ipynb`,
-the page the book renders, only when the run's profile is the page's published profile: the `profile`
-recorded in the metadata (`flkit.parameters.profile`) of the committed executed copy, "paper" or "reduced"
-("paper" or "reduced" may create a page that has no executed copy yet), or with `--to-book`. Every other
-run (a smoke test, a trial at another profile) goes to `results/tmp/notebooks/<chapter>/<name>.ipynb`
-(git-ignored), so it never puts smoke numbers under prose written for the published ones; `--out PATH`
-puts it anywhere.
+the page the book renders, only when the run's parameters are the page's published ones: those recorded in
+the metadata (`flkit.parameters`) of the committed executed copy, defaults included, the device aside ("paper"
+or "reduced" may create a page that has no executed copy yet), or with `--to-book`. Every other run (a smoke
+test, a trial at another profile, the published profile with other seeds) goes to
+`results/tmp/notebooks/<chapter>/<name>.ipynb` (git-ignored), so it never puts other numbers under prose
+written for the published ones; `--out PATH` puts it anywhere.
 
 Checks before a kernel starts. Values after `-p` are read as YAML (`-p seeds "[0, 1, 2]"`, `-p rounds 100`),
 as papermill's own command line does. Each problem is one line naming the parameter, the value and what is
@@ -131,20 +131,35 @@ def published_profile(source: Path) -> str | None:
     return meta.get("flkit", {}).get("parameters", {}).get("profile")
 
 
-def destination(source: Path, profile, to_book: bool = False) -> tuple[Path, str]:
-    """(where a run of `source` at `profile` writes, why). The book page only for its published profile
-    ("paper" or "reduced" when the page has none yet) or with `to_book`; else results/tmp/notebooks/."""
-    book, published = book_path(source), published_profile(source)
+def published_parameters(source: Path) -> dict | None:
+    """Every parameter of the run that made the committed executed copy of `source` (its defaults included:
+    `metadata.flkit.parameters`); None when there is no executed copy or it records none."""
+    copy = book_path(source)
+    if not copy.is_file():
+        return None
+    return json.loads(copy.read_text()).get("metadata", {}).get("flkit", {}).get("parameters")
+
+
+def destination(source: Path, parameters, to_book: bool = False) -> tuple[Path, str]:
+    """(where a run of `source` writes, why). `parameters`: the run's parameters, defaults included (or only
+    its profile). The book page only for a run of the page's published parameters (all of them but the
+    device: prose and figures were written for those numbers; a page that has no executed copy yet takes a
+    "paper" or "reduced" run), or with `to_book`; else results/tmp/notebooks/."""
+    run_ = dict(parameters) if isinstance(parameters, Mapping) else {"profile": parameters}
+    book, published = book_path(source), published_parameters(source) or {}
     if to_book:
         return book, "--to-book"
-    allowed = (published,) if published in PUBLISHED else PUBLISHED
-    if profile in allowed:
-        return book, "the page's published profile" if published else "a first executed copy for the book"
-    if published in PUBLISHED:
-        why = f"not the book: {_show(book)} keeps its {published!r} run; --to-book replaces it"
-    else:
-        why = f"not the book: only a {' or '.join(map(repr, PUBLISHED))} run goes there, or --to-book"
-    return scratch_path(source), why
+    profile = published.get("profile")
+    if profile not in PUBLISHED:
+        if run_.get("profile") in PUBLISHED:
+            return book, "a first executed copy for the book"
+        return scratch_path(source), f"not the book: only a {' or '.join(map(repr, PUBLISHED))} run goes there, or --to-book"
+    differ = [k for k in run_ if k != "device" and k in published and run_[k] != published[k]]
+    if not differ:
+        return book, "the page's published parameters"
+    what = ", ".join(f"{k}={_yaml(run_[k])} (published: {_yaml(published[k])})" for k in differ)
+    return scratch_path(source), (f"not the book: {_show(book)} keeps its published {profile!r} run; this run "
+                                  f"differs in {what}; --to-book replaces it")
 
 
 def source_problem(path: Path) -> str | None:
@@ -532,7 +547,7 @@ def _run_papermill(source: Path, parameters: dict, known: dict, out: Path, kerne
 def execute(source: Path, parameters: dict | None = None, out: Path | None = None,
             kernel: str = "python3", log_output: bool = False, to_book: bool = False) -> Path:
     """Run one source notebook with papermill; return the path of the executed copy: `out`, else
-    `destination(...)` (the book page for its published profile or with `to_book`, else
+    `destination(...)` (the book page for its published parameters or with `to_book`, else
     results/tmp/notebooks/). A ParameterError (a ValueError) before any kernel starts for a bad source or
     parameter; papermill's PapermillExecutionError for an exception inside the notebook."""
     clean_stale()
@@ -542,7 +557,7 @@ def execute(source: Path, parameters: dict | None = None, out: Path | None = Non
     parameters, _ = check(source, dict(parameters or {}))
     known = declared_parameters(source)
     if out is None:
-        out, _ = destination(source, {**known, **parameters}.get("profile"), to_book)
+        out, _ = destination(source, {**known, **parameters}, to_book)
     return _run_papermill(source, parameters, known, Path(out), kernel, log_output)
 
 
@@ -579,8 +594,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[str]]:
             notes += skipped
             if parameters is None:
                 continue
-            profile = {**known, **parameters}.get("profile")
-            out, why = (args.out, "") if args.out else destination(nb, profile, args.to_book)
+            out, why = (args.out, "") if args.out else destination(nb, {**known, **parameters}, args.to_book)
         except (ParameterError, ValueError) as e:
             problems += e.problems if isinstance(e, ParameterError) else [str(e)]
             continue
@@ -626,7 +640,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="override a parameter (value read as YAML); repeatable")
     ap.add_argument("--out", type=Path, help="output path (one notebook only); default: the book page for its "
-                                             "published profile, else results/tmp/notebooks/")
+                                             "published parameters, else results/tmp/notebooks/")
     ap.add_argument("--to-book", action="store_true", help="write the book page whatever the profile")
     ap.add_argument("--kernel", default="python3")
     ap.add_argument("--log-output", action="store_true", help="stream cell output to the terminal")

@@ -83,7 +83,7 @@ def no_kernel(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------ destinations
-def test_destination_follows_the_published_profile(tree):
+def test_destination_follows_the_published_parameters(tree):
     a, b, c = (tree / f"notebooks/ch/{n}.ipynb" for n in "abc")
     book, scratch = tree / "book/ch", tree / "results/tmp/notebooks/ch"
     assert run.published_profile(a) == "paper" and run.published_profile(b) is None
@@ -91,7 +91,8 @@ def test_destination_follows_the_published_profile(tree):
     for profile in ("smoke", "reduced", None):
         out, why = run.destination(a, profile)
         assert out == scratch / "a.ipynb"
-        assert why == "not the book: book/ch/a.ipynb keeps its 'paper' run; --to-book replaces it"
+        assert why == (f"not the book: book/ch/a.ipynb keeps its published 'paper' run; this run differs in "
+                       f"profile={run._yaml(profile)} (published: paper); --to-book replaces it")
     assert run.destination(a, "smoke", to_book=True)[0] == book / "a.ipynb"
     assert [run.destination(b, p)[0] for p in ("paper", "reduced", "smoke")] == \
         [book / "b.ipynb", book / "b.ipynb", scratch / "b.ipynb"]
@@ -131,8 +132,23 @@ def test_dry_run_runs_nothing(tree, no_kernel, capsys):
     assert run.main(["notebooks/ch/a.ipynb", "--dry-run"]) == 0
     assert capsys.readouterr().out == ("would run notebooks/ch/a.ipynb (profile 'smoke') -> "
                                        "results/tmp/notebooks/ch/a.ipynb (not the book: book/ch/a.ipynb keeps its "
-                                       "'paper' run; --to-book replaces it)\n")
+                                       "published 'paper' run; this run differs in profile=smoke (published: "
+                                       "paper); --to-book replaces it)\n")
     assert not (tree / "results").exists()
+
+
+def test_only_the_published_parameters_replace_a_page(tree, fake_papermill, capsys):
+    """The published profile with other seeds (the README's example of a re-run with new parameters) leaves
+    the page alone; the published parameters, on another device, replace it."""
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper"]) == 0        # publishes every parameter
+    page = (tree / "book/ch/a.ipynb").read_bytes()
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper", "-p", "seeds", "[0, 1, 2]"]) == 0
+    assert (tree / "book/ch/a.ipynb").read_bytes() == page
+    out = capsys.readouterr().out
+    assert "-> results/tmp/notebooks/ch/a.ipynb (not the book: book/ch/a.ipynb keeps its published 'paper' run; " \
+           "this run differs in seeds=[0, 1, 2] (published: null); --to-book replaces it)" in out
+    assert run.destination(tree / "notebooks/ch/a.ipynb", {"profile": "paper", "seeds": None, "rounds": None,
+                                                           "device": "cuda"})[0] == tree / "book/ch/a.ipynb"
 
 
 # ------------------------------------------------------------------------- one line per problem, exit status 2
