@@ -561,6 +561,32 @@ def execute(source: Path, parameters: dict | None = None, out: Path | None = Non
     return _run_papermill(source, parameters, known, Path(out), kernel, log_output)
 
 
+def html_path(source: Path, out: Path) -> Path:
+    """Where `--html` writes the page of a run: beside an `--out` path; for a source under notebooks/ that
+    went to the book or to the scratch folder, results/tmp/notebooks/<chapter>/<name>.html (never into book/,
+    which the book renders itself)."""
+    try:
+        scratch = scratch_path(source)
+    except ParameterError:          # a source outside notebooks/ (run with --out)
+        return Path(out).with_suffix(".html")
+    if _under(out, BOOK) is None and _under(out, scratch.parent) is None:
+        return Path(out).with_suffix(".html")
+    return scratch.with_suffix(".html")
+
+
+def to_html(notebook: Path, target: Path) -> Path:
+    """The executed `notebook` as one self-contained HTML page (its figures are in the notebook) at `target`."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(body, encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
 # ------------------------------------------------------------------------------------------------------------
 # the command line
 # ------------------------------------------------------------------------------------------------------------
@@ -647,6 +673,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--debug", action="store_true", help="print the full traceback of an error")
     ap.add_argument("--dry-run", action="store_true", help="check the command line, say where each run would "
                                                            "write, run nothing")
+    ap.add_argument("--html", action="store_true", help="also write the executed notebook as an HTML page to open "
+                                                        "in a browser (see html_path)")
     args = ap.parse_args(argv)
     if args.all == bool(args.notebooks):
         ap.error("give notebook paths or --all (not both)")
@@ -695,6 +723,8 @@ def main(argv: list[str] | None = None) -> int:
                   + ("" if args.debug else " (--debug prints the traceback)"), file=sys.stderr)
             return 1
         print(f"done {_show(job.source)} in {_duration(time.time() - t0)} -> {_show(job.out)}", flush=True)
+        if args.html:
+            print(f"html {_show(to_html(job.out, html_path(job.source, job.out)))}", flush=True)
     if len(jobs) > 1 and not args.dry_run:
         in_book = sum(_under(j.out, BOOK) is not None for j in jobs)
         print(f"{len(jobs)} notebooks in {_duration(time.time() - t_all)}: {in_book} written into "

@@ -128,6 +128,16 @@ def test_published_profile_writes_the_page_and_out_anywhere(tree, fake_papermill
     assert capsys.readouterr().out.splitlines()[0] == "run notebooks/ch/a.ipynb (profile 'paper') -> book/ch/a.ipynb"
 
 
+def test_html_writes_a_page_to_look_at_never_into_the_book(tree, fake_papermill, capsys):
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper", "--html"]) == 0     # the book page
+    page = tree / "results/tmp/notebooks/ch/a.html"
+    assert page.is_file() and "<span class=\"n\">profile</span>" in page.read_text() and not list((tree / "book").rglob("*.html"))
+    assert capsys.readouterr().out.splitlines()[-1] == "html results/tmp/notebooks/ch/a.html"
+    assert run.main(["notebooks/ch/b.ipynb", "--out", str(tree / "x" / "b.ipynb"), "--html"]) == 0
+    assert (tree / "x" / "b.html").is_file()
+    assert not list(tree.rglob(".*.tmp"))
+
+
 def test_dry_run_runs_nothing(tree, no_kernel, capsys):
     assert run.main(["notebooks/ch/a.ipynb", "--dry-run"]) == 0
     assert capsys.readouterr().out == ("would run notebooks/ch/a.ipynb (profile 'smoke') -> "
