@@ -1,0 +1,117 @@
+r"""How much weight the CVaR objective gave each user group, read off the stored threshold trajectories (no
+new runs).
+
+In round n the relayed user I_n takes S_n local steps (H epochs of ceil(N_I / B) minibatches); in A_n of them
+the batch loss F_b is above t. Each step moves t by -eta_t (1 - gamma) (1 - 1[F_b > t] / alpha), so
+
+    t_{n+1} - t_n = eta_t (1 - gamma) (A_n / alpha - S_n),   A_n = alpha ((t_{n+1} - t_n) / (eta_t (1 - gamma)) + S_n),
+
+a whole number in [0, S_n] (checked: the reading fails on a trajectory that is not Algorithm 1's). An above
+step multiplies grad F_b by (1 - gamma) / alpha + gamma, any other step by gamma, so the round's gradient
+weight, in FedAvg's units (1 per step), is
+
+    W_n = gamma S_n + (1 - gamma) A_n / alpha.
+
+A user group's share of the training signal is the sum of W_n over the rounds it was relayed, over the sum of
+all W_n; FedAvg's share is the same with S_n. The multiplier of a group is its sum of W_n over its sum of S_n:
+at most (1 - gamma) / alpha + gamma (2.63 at alpha = gamma = 0.3), and 1 on average over all steps when t
+neither rises nor falls.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["above_steps", "round_weights", "group_weights", "after_rare"]
+
+
+def above_steps(t: np.ndarray, steps: np.ndarray, alpha: float, gamma: float, lr_t: float) -> np.ndarray:
+    """A_n of every round from the threshold after each round (t: (T + 1,), t[0] the initial value) and the
+    rounds' step counts S_n (T,). ValueError when a round's A_n is not a whole number in [0, S_n]."""
+    t, steps = np.asarray(t, float), np.asarray(steps, float)
+    if len(t) != len(steps) + 1:
+        raise ValueError(f"t has {len(t)} values for {len(steps)} rounds; need one more (t before round 1)")
+    if gamma == 1 or lr_t == 0:                 # t never moves: every step has weight 1 (gamma = 1) or gamma
+        return np.zeros_like(steps)
+    a = alpha * (np.diff(t) / (lr_t * (1 - gamma)) + steps)
+    # t is a float32 updated once per step and stored with 8 significant digits: a round's A_n is known to
+    # within S_n float32 roundings of t plus the storage rounding, in units of one step of t
+    size = np.maximum(np.abs(t[1:]), np.abs(t[:-1]))
+    slack = (steps * np.finfo(np.float32).eps + 1e-7) * size * alpha / (lr_t * (1 - gamma)) + 1e-6
+    if (slack >= 0.5).any():
+        raise ValueError("t is too large against its step for a whole number of above-t steps to be read")
+    off = (np.abs(a - np.round(a)) > slack) | (a < -0.5) | (a > steps + 0.5)
+    if off.any():
+        n = int(np.flatnonzero(off)[0])
+        raise ValueError(f"{off.sum()} of {len(a)} rounds give no whole number of above-t steps in [0, S_n] "
+                         f"(round {n + 1}: {a[n]:.3f} of {steps[n]:.0f}): not Algorithm 1's trajectory")
+    return np.round(a)
+
+
+def round_weights(t, steps, alpha: float, gamma: float, lr_t: float) -> np.ndarray:
+    """W_n, the gradient weight of every round in FedAvg's units."""
+    a = above_steps(t, steps, alpha, gamma, lr_t)
+    return gamma * np.asarray(steps, float) + (1 - gamma) * a / alpha if gamma < 1 else np.asarray(steps, float)
+
+
+def _user_steps(config: Mapping) -> np.ndarray:
+    """S of each user of a stored image run: H ceil(N_i / B), from its split."""
+    from flkit import partition
+    from flkit.papers.cvar.experiments import _image_data
+    _, ytr, _, _, _ = _image_data(config["dataset"], config["train_subset"], config["test_subset"], "cpu")
+    p = partition.rare_users(ytr, config["num_users"], config["frequent_frac"], config["pattern_frac"],
+                             seed=config["seed"])
+    return config["epochs"] * -(-np.asarray(p.sizes) // config["batch_size"])
+
+
+def _reading(config: Mapping, table: pd.DataFrame):
+    """(relayed user of each round, S_n, A_n, W_n) of one stored run."""
+    from flkit.participation import random_access_indices
+    if config.get("t_every", 1) != 1:
+        raise ValueError(f"run {config.get('seed')}: t stored every {config['t_every']} rounds; need every round")
+    T = int(config["rounds"])
+    t = table[table["metric"] == "t"].sort_values("round")
+    if list(t["round"]) != list(range(T + 1)):
+        raise ValueError(f"run {config.get('seed')}: t is not stored at rounds 0..{T}")
+    users = random_access_indices(config["rho"], T, config["seed"])   # round n (0-based) trains users[n]
+    steps = _user_steps(config)[users].astype(float)
+    t = t["value"].to_numpy()
+    a = above_steps(t, steps, config["alpha"], config["gamma"], config["lr_t"])
+    return users, steps, a, round_weights(t, steps, config["alpha"], config["gamma"], config["lr_t"])
+
+
+def after_rare(runs: Sequence[tuple[Mapping, pd.DataFrame]]) -> pd.DataFrame:
+    """Per stored run: the fraction of steps above t in the frequent users' rounds that follow a rare user's
+    round, and in their other rounds. The relayed model has just trained on the rare classes only, so the next
+    user's loss starts high: extra weight then goes to re-learning the frequent classes."""
+    rows = []
+    for config, table in runs:
+        users, steps, a, _ = _reading(config, table)
+        F = int(np.rint(config["frequent_frac"] * config["num_users"]))
+        frequent, after = users < F, np.r_[False, users[:-1] >= F]
+        rows.append(dict(method=config["method"], seed=config["seed"], r=config.get("pattern_frac"),
+                         after_rare=a[frequent & after].sum() / steps[frequent & after].sum(),
+                         other=a[frequent & ~after].sum() / steps[frequent & ~after].sum()))
+    return pd.DataFrame(rows)
+
+
+def group_weights(runs: Sequence[tuple[Mapping, pd.DataFrame]], last_rounds: int | None = None) -> pd.DataFrame:
+    """Per stored run (config, tidy table with a 't' row every round) and user group (frequent, rare): the
+    rounds it was relayed, FedAvg's and this run's share of the gradient weight, the multiplier and the
+    fraction of its steps above t, over all rounds or the last `last_rounds`."""
+    rows = []
+    for config, table in runs:
+        users, steps, a, w = _reading(config, table)
+        T = len(users)
+        keep = np.arange(T) >= (T - last_rounds if last_rounds else 0)
+        F = int(np.rint(config["frequent_frac"] * config["num_users"]))
+        for group, mask in (("frequent", users < F), ("rare", users >= F)):
+            m = mask & keep
+            rows.append(dict(method=config["method"], alpha=config["alpha"], gamma=config["gamma"],
+                             seed=config["seed"], r=config.get("pattern_frac"), group=group, rounds=int(m.sum()),
+                             fedavg_share=steps[m].sum() / steps[keep].sum(), share=w[m].sum() / w[keep].sum(),
+                             multiplier=w[m].sum() / steps[m].sum() if m.any() else np.nan,
+                             above=a[m].sum() / steps[m].sum() if m.any() else np.nan))
+    return pd.DataFrame(rows)

@@ -1,0 +1,85 @@
+"""flkit.papers.cvar.weights: the above-t step counts and gradient weights read off a threshold trajectory."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flkit.papers.cvar import weights
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _trajectory(above: list[list[bool]], alpha, gamma, lr_t, dtype=np.float32) -> np.ndarray:
+    """t after each round of Algorithm 1's t-steps, in float32 as the models train it."""
+    t, out = dtype(0.0), [0.0]
+    for rnd in above:
+        for a in rnd:
+            t = dtype(t - dtype(lr_t * (1 - gamma) * (1 - a / alpha)))
+        out.append(float(t))
+    return np.array(out)
+
+
+def test_above_steps_and_weights_are_recovered_exactly():
+    rng = np.random.default_rng(0)
+    steps = rng.integers(20, 200, size=50)
+    above = [list(rng.random(s) < 0.3) for s in steps]
+    t = _trajectory(above, 0.3, 0.3, 1e-4)
+    a = weights.above_steps(t, steps, 0.3, 0.3, 1e-4)
+    assert a.tolist() == [sum(r) for r in above]
+    w = weights.round_weights(t, steps, 0.3, 0.3, 1e-4)
+    assert np.allclose(w, 0.3 * steps + 0.7 / 0.3 * a)
+    assert np.allclose(weights.round_weights(t, steps, 1.0, 1.0, 1e-4), steps)    # FedAvg: 1 per step
+
+
+def test_a_trajectory_that_is_not_algorithm_1s_is_refused():
+    steps = np.full(10, 100)
+    t = _trajectory([[True] * 30 + [False] * 70] * 10, 0.3, 0.3, 1e-4)
+    with pytest.raises(ValueError, match="whole number"):
+        weights.above_steps(t + np.linspace(0, 5e-5, 11), steps, 0.3, 0.3, 1e-4)     # half a step off
+    with pytest.raises(ValueError, match="whole number"):
+        weights.above_steps(t, steps, 0.2, 0.3, 1e-4)                               # the wrong alpha
+    with pytest.raises(ValueError, match="one more"):
+        weights.above_steps(t[1:], steps, 0.3, 0.3, 1e-4)
+
+
+def _stored_mnist_run(method: str):
+    from flkit import datasets
+    from flkit.results import Store
+    if not datasets.available("mnist"):
+        pytest.skip("MNIST is not in the data cache")
+    store = Store(REPO / "results" / "cvar" / "mnist")
+    for p in sorted(store.root.glob("*.json")):
+        c = json.loads(p.read_text())["config"]
+        if c["method"] == method and c["rounds"] == 4000 and store.done(c):
+            return c, store.load(c)
+    pytest.skip(f"no stored {method} MNIST run")
+
+
+def test_a_stored_run_reads_as_algorithm_1():
+    """Every one of 4,000 rounds of a stored Fed-CVaR-Avg run gives a whole number of above-t steps in
+    [0, S_n] (the reading raises otherwise); its rare users, relayed in about 94 rounds, get more weight per
+    step than its frequent users, and at most (1 - gamma) / alpha + gamma."""
+    config, table = _stored_mnist_run("fed-cvar-avg")
+    df = weights.group_weights([(config, table)]).set_index("group")
+    assert df["rounds"].sum() == config["rounds"] and (df["multiplier"] <= 0.7 / 0.3 + 0.3 + 1e-9).all()
+    assert df["share"].sum() == pytest.approx(1.0) and df["fedavg_share"].sum() == pytest.approx(1.0)
+    assert df.loc["rare", "multiplier"] > df.loc["frequent", "multiplier"]
+    assert df.loc["rare", "share"] > df.loc["rare", "fedavg_share"]
+
+
+def test_fedavg_keeps_its_shares():
+    config, table = _stored_mnist_run("fedavg")
+    df = weights.group_weights([(config, table)], last_rounds=1000)
+    assert np.allclose(df["share"], df["fedavg_share"]) and np.allclose(df["multiplier"], 1.0)
+    assert df["rounds"].sum() == 1000
+
+
+def test_after_a_rare_round_more_steps_are_above_t():
+    """In the stored runs the round after a rare user's round has twice the share of above-t steps (the model
+    has just trained on the rare classes alone): after_rare reads it from the trajectory and the draws."""
+    config, table = _stored_mnist_run("fed-cvar-avg")
+    row = weights.after_rare([(config, table)]).iloc[0]
+    assert row["after_rare"] > row["other"] + 0.1 and 0 <= row["other"] <= 1
