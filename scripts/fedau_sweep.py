@@ -10,7 +10,8 @@ seeds train together in one vectorized fl.run call; a call stopped by --max-minu
 under results/fedau/checkpoints/ and the next call continues from it, so the paper profile can be paid in
 pieces, on several machines: carry results/fedau/ (the stored runs and checkpoints/) to the next one.
 MIFA and FedVarp (an N x d table per run) are batched apart from the other methods, so a checkpoint holds
-models only (about 20 MB for a pattern's 25 CNN runs). Exit status: 0 when every run is stored, 75 when
+models only (about 20 MB for a pattern's 25 CNN runs, written as two parts of at most 15 MiB: flkit.fl.
+save_checkpoint). Exit status: 0 when every run is stored, 75 when
 stopped early (call again).
 """
 from __future__ import annotations

@@ -236,3 +236,15 @@ def test_hics_cifar_items_count_their_runs(tmp_path, monkeypatch, name, runs, mi
     assert item.command == f"python scripts/hics_sweep.py paper-{name.split('-')[1]} --device cuda --max-minutes 8"
     df = owed.frame()
     assert df.set_index("id").loc[name, "needs"] == f"the {data} files"
+
+
+def test_checkpoints_are_committed_and_temporary_files_are_not():
+    """Mid-run checkpoints under results/<chapter>/checkpoints/ (and their parts) are not git-ignored, so a pay's
+    progress can be committed; writers' temporary files and the scratch folder are."""
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO).returncode == 0
+    assert not ignored("results/cvar/checkpoints/batch-0123456789abcdef.pt")
+    assert not ignored("results/fedau/checkpoints/0123456789abcdef.pt.0123456789ab.part00")
+    assert not ignored("results/hics/checkpoints/job-0123456789abcdef.pt")
+    assert ignored("results/cvar/checkpoints/.batch-0123.pt.123.abcd1234.tmp")
+    assert ignored("results/tmp/cvar/checkpoints/batch-0123.pt")

@@ -42,7 +42,6 @@ of the points (:func:`binned_quantile`, what the document's curves envelop) has 
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 
@@ -169,19 +168,13 @@ def run_fig6(cfg: dict, data, *, checkpoint=None, deadline: float | None = None,
     ckpt = None if checkpoint is None else Path(checkpoint)
     key = results.config_key(fig6_config(cfg))
     if ckpt is not None and ckpt.is_file():
-        S = torch.load(ckpt, weights_only=False)
+        S = fl.load_checkpoint(ckpt)
         if S["key"] != key:
             raise RuntimeError(f"checkpoint {ckpt} belongs to another run (key {S['key']} != {key}); remove it")
         t0, w, frames = S["t"], S["w"].to(w.device), S["frames"]
 
     def save(t_next: int) -> None:
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
-        tmp = results.temp_path(ckpt)
-        try:
-            torch.save(dict(key=key, t=t_next, w=w.cpu(), frames=frames), tmp)
-            os.replace(tmp, ckpt)
-        finally:
-            tmp.unlink(missing_ok=True)
+        fl.save_checkpoint(dict(key=key, t=t_next, w=w.cpu(), frames=frames), ckpt)
 
     tic, last = time.perf_counter(), time.time()
     for t in range(t0, cfg["rounds"]):
@@ -206,7 +199,7 @@ def run_fig6(cfg: dict, data, *, checkpoint=None, deadline: float | None = None,
     out = pd.concat(frames, ignore_index=True)
     out["value"] = [float(f"{v:.6g}") for v in out["value"]]
     if ckpt is not None:
-        ckpt.unlink(missing_ok=True)
+        fl.remove_checkpoint(ckpt)
     return out
 
 
