@@ -183,15 +183,19 @@ def _cvar(experiment: str, profile: str, **overrides) -> Callable[[], tuple[int,
 _CVAR_MNIST_CPU_H = 7.57              # 20 runs, 38.5 ms per batched local step of 20 LeNets, 707,200 steps
 _CVAR_SCALING_CPU_H = 8.01            # measured the same way with --set input_scaling=authors (40.8 ms a step)
 _CVAR_HORIZON_CPU_H = 8.95            # 10 runs of 8000 rounds (--set ram=random-draw --set 'settings=[0.9]' --rounds 8000)
-_CVAR_TABLE1_CPU_H = 30.0             # 65 runs of 6000 rounds (fmnist --profile paper)
+# 65 runs of 6000 rounds (fmnist --profile paper): 1,932,000 run-steps (cvar.planned_steps) at the MNIST LeNet's
+# measured 38.5 ms per run-step (same LeNet shapes; a 3-round trial of the 65 stacked models did not end within
+# 8 minutes here, so it was stopped)
+_CVAR_TABLE1_CPU_H = 1_932_000 * 38.52e-3 / 3600
 # HiCS-FL, the document's CNN: 0.687 s per client training (2 epochs x ~1,200 images) on one thread of this CPU
 # (experiments.paper_estimate, stored as results/hics/3c99a238bd2b822c.csv): 0.29 ms per training sample.
 _HICS_S_PER_CLIENT = 0.687
 _HICS_MS_PER_SAMPLE = 0.687 / 2400 * 1e3
-# FedAU, the authors' CNN on Fashion-MNIST, extrapolated from the HiCS-FL CNN's measured rate per sample (a CNN
-# of similar size, 0.29 ms per sample on one thread): a run is 2.1e7 training samples plus 200 evaluations
-# on 70,000 images (1.4e7 forward passes at a third of a sample's cost).
-_FEDAU_CPU_MIN = (2.1e7 + 1.4e7 / 3) * _HICS_MS_PER_SAMPLE / 6e4
+# FedAU, the authors' CNN on Fashion-MNIST, extrapolated from the HiCS-FL CNN's measured rates (a CNN of similar
+# size, 0.29 ms per training sample and 0.62 ms per evaluation forward on one thread): a run is 2.1e7 training
+# samples plus 200 evaluations on 70,000 images (1.4e7 forward passes).
+_HICS_MS_PER_FORWARD = 43.26 / 70_000 * 1e3     # measured: one evaluation of the HiCS-FL CNN (below)
+_FEDAU_CPU_MIN = (2.1e7 * _HICS_MS_PER_SAMPLE + 1.4e7 * _HICS_MS_PER_FORWARD) / 6e4
 
 _HICS_FMNIST_BASIS = (
     "training: 203,000 client trainings of 2 epochs x ~1,200 images = 4.9e8 samples (random, pow-d, CS, "
@@ -211,8 +215,14 @@ _S2_SHARE = (_S2_TRAININGS * 2400 + _S2_EVALS / 3) / (_ALL_TRAININGS * 2400 + _A
 _HICS_GPU_MIN = 3 * 41      # 41 min at the engine's batched rate, x3 for the one-client-at-a-time loop (2-4 h)
 
 
+# one evaluation of the CNN (test accuracy on 10,000 images and training loss on 60,000: 70,000 forwards) took
+# 43.3 s on one thread of this CPU (EngineTask.metrics, timed once after a warm-up, taskset -c 0): 0.62 ms a
+# forward, twice a training sample's cost, so evaluating every round dominates a CPU run
+_HICS_EVAL_S = _HICS_MS_PER_FORWARD * 70_000 / 1e3
+
+
 def _hics_cpu_min(trainings: float, evals: float) -> float:
-    return (trainings * _HICS_S_PER_CLIENT + evals / 3 * _HICS_MS_PER_SAMPLE / 1e3) / 60
+    return (trainings * _HICS_S_PER_CLIENT + evals / 70_000 * _HICS_EVAL_S) / 60
 
 
 _FEDAU_MIN = 1.5
@@ -221,8 +231,9 @@ _FEDAU_GPU = ("estimated from the engine benchmark of the FedAU CIFAR-10 CNN on 
               "16 samples = 2.1e7 samples (74 s) plus evaluations on 70k images every 50 rounds (~15 s); the "
               "Fashion-MNIST CNN was never measured on a GPU, and the host's per-(run, client) minibatch indices "
               "(~1,300 syncs a round, issue 26) are not counted: likely 2-3x more")
-_FEDAU_CPU = ("extrapolated from the HiCS-FL CNN's measured 0.29 ms per training sample on one thread of this CPU "
-              "(a CNN of similar size): 2.1e7 samples + 1.4e7 evaluation forwards at a third of the cost per run")
+_FEDAU_CPU = ("extrapolated from the HiCS-FL CNN's measured 0.29 ms per training sample and 0.62 ms per evaluation "
+              "forward on one thread of this CPU (a CNN of similar size): 2.1e7 samples + 1.4e7 evaluation forwards "
+              "per run")
 
 ITEMS = [
     Owed("cvar-mnist-authors-ram", "003", "Figs. 3-4 at 4000 rounds, 5 seeds, with the authors' RAM vector "
@@ -267,16 +278,18 @@ ITEMS = [
          "(12 % of the work)",
          _hics_cpu_min(_S2_TRAININGS, _S2_EVALS) / 3,
          "measured: 0.687 s per client training of the CNN on one thread of this CPU "
-         "(results/hics/3c99a238bd2b822c.csv) x 12,000 trainings; evaluation (1.7e8 forwards) at a third of a "
-         "training sample's cost", cpu_measured=True, data=("fashion-mnist",)),
+         "(results/hics/3c99a238bd2b822c.csv) x 12,000 trainings (2.3 h), and 43.3 s per evaluation of the 70,000 "
+         "images x 2,400 run-method rounds (29 h: every round is evaluated)", cpu_measured=True, data=("fashion-mnist",)),
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
          "book/cvar/fmnist_table",
          "python scripts/cvar_sweep.py fmnist --profile paper --device cuda --max-minutes 8.5",
          _cvar("fmnist", "paper"), 5, "decides Table 1 (CVaR of the accuracy per alpha, gamma) at the document's scale",
          114 / 65, "measured: 3.6 ms per batched step of the 65 stacked LeNets on an H100 "
          "(results/benchmarks/cvar_step_h100.log) x the exact local steps",
-         _CVAR_TABLE1_CPU_H * 60 / 65, "measured: cvar_sweep.py fmnist --profile paper --device cpu --estimate "
-         "--threads 1", gpu_measured=True, cpu_measured=True, data=("fashion-mnist",)),
+         _CVAR_TABLE1_CPU_H * 60 / 65, "extrapolated from cvar-mnist-authors-ram's measured 38.5 ms per run-step "
+         "of the LeNet on one thread of this CPU over Table 1's 1,932,000 run-steps (cvar.planned_steps); the "
+         "trial of the 65 stacked models (cvar_sweep.py fmnist --profile paper --device cpu --estimate --threads 1) "
+         "did not end within 8 minutes", gpu_measured=True, data=("fashion-mnist",)),
     Owed("hics-cifar10-paper", "004", "CIFAR-10 training comparison (FedProx mu = 0.1 with Adam, 50 clients, "
          "10 per round, 500 rounds): Figs. 3, 4(b), 15, 16 and Table 1's CIFAR-10 column (3 alpha settings x 5 "
          "methods x 3 seeds); in setting (2) random, pow-d, CS and DivFL run 1500 rounds to measure Table 1's "
@@ -288,9 +301,10 @@ ITEMS = [
          "samples/s (the engine benchmark's grouped rate for this CNN on an H100, results/benchmarks/engine_h100.csv: "
          "266k samples/s with 25 stacked models); evaluation: 2.1e9 forward passes at a third of a training "
          "sample's cost, 58 min; pow-d's loss probe, 10 min; ~188 min in all",
-         (1.44e9 + 2.1e9 / 3) * 0.3e-3 / 60 / 21,
-         "extrapolated from the HiCS-FL FMNIST CNN's measured 0.29 ms per training sample on this CPU (a CIFAR "
-         "CNN of similar cost per sample; not measured: no CIFAR-10 files here)",
+         (1.44e9 * _HICS_MS_PER_SAMPLE + 2.1e9 * _HICS_MS_PER_FORWARD) / 6e4 / 21,
+         "extrapolated from the HiCS-FL FMNIST CNN's measured 0.29 ms per training sample and 0.62 ms per "
+         "evaluation forward on this CPU (a CIFAR CNN of similar cost per sample; not measured: no CIFAR-10 files "
+         "here)",
          data=("cifar10",), needs="the CIFAR-10 files"),
     *[Owed(f"fedau-table-{d}", "000", f"Main table on {name} (the document's data set)", "book/fedau/table",
            f"python scripts/fedau_sweep.py --profile paper --study table --set dataset={d} --device cuda "
@@ -309,9 +323,9 @@ ITEMS = [
          "estimated: 1,344,000 client trainings of 2 epochs x 500 images = 1.34e9 samples, 112 min at ~200k "
          "samples/s (as hics-cifar10-paper); evaluation: 1.9e9 forward passes at a third of a training sample's "
          "cost, 52 min; pow-d's loss probe, 8 min; ~172 min in all",
-         (1.34e9 + 1.9e9 / 3) * 0.3e-3 / 60 / 12,
-         "extrapolated from the HiCS-FL FMNIST CNN's measured 0.29 ms per training sample on this CPU (not "
-         "measured: no CIFAR-100 files here)", data=("cifar100",), needs="the CIFAR-100 files"),
+         (1.34e9 * _HICS_MS_PER_SAMPLE + 1.9e9 * _HICS_MS_PER_FORWARD) / 6e4 / 12,
+         "extrapolated from the HiCS-FL FMNIST CNN's measured 0.29 ms per training sample and 0.62 ms per "
+         "evaluation forward on this CPU (not measured: no CIFAR-100 files here)", data=("cifar100",), needs="the CIFAR-100 files"),
     Owed("cvar-fig2-causes", "003", "Fig. 2's two quirks separated: zero init alone, double softmax alone, both, "
          "neither, the linear softmax model (with and without the quirks), 3 panels x 5 seeds x 2 methods",
          "book/cvar/synthetic_2d",
@@ -338,16 +352,18 @@ ITEMS = [
          "estimated from " + _HICS_FMNIST_BASIS + " (less hics-fmnist-s2's share)",
          _hics_cpu_min(_ALL_TRAININGS - _S2_TRAININGS, _ALL_EVALS - _S2_EVALS) / 16,
          "measured: 0.687 s per client training on one thread of this CPU x 191,000 trainings (DivFL "
-         "trains all 50 clients every round); evaluation at a third of a training sample's cost", cpu_measured=True, data=("fashion-mnist",)),
+         "trains all 50 clients every round), and 43.3 s per evaluation of the 70,000 images x ~8,300 run-method "
+         "rounds", cpu_measured=True, data=("fashion-mnist",)),
     Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
          "client in every round) with the document's CNN; the theory page runs logistic regression",
          "book/hics/theory", "python scripts/hics_fig6.py --model hics_fmnist_paper --device cuda --max-minutes 8",
          _hics_fig6, 15, "Fig. 6(a)'s scatter with the document's CNN: a check of Assumption 1, no number to match",
          30.0, "estimated: 500 rounds x 250 clients x 8 SGD steps, one client at a time (the CNN has batch norm, "
                "so not the batched path), at ~1.5 ms a step, plus 50 x 250 full-batch gradients",
-         (500 * 250 * 480 + 50 * 250 * 240 * 3) * _HICS_MS_PER_SAMPLE / 6e4,
-         "extrapolated from the HiCS-FL CNN's measured 0.29 ms per training sample on this CPU (the same CNN): "
-         "500 rounds x 250 clients x 480 samples, plus 50 x 250 gradients of 240 images", data=("fashion-mnist",)),
+         500 * 5.0,
+         "extrapolated: about 5 min a round on one thread (the earlier estimate: 250 clients one at a time, 50 "
+         "rounds also computing 250 full-batch gradients); a one-round trial here did not end within 3 minutes",
+         data=("fashion-mnist",)),
     Owed("fedau-engine-bench", "000", "Engine throughput on the FedAU Fashion-MNIST CNN against the one-model "
          "proxy (target >= 0.8x), fp32 and bf16", "book/appendix/engine",
          "python benchmarks/bench_engine.py --models fedau_fmnist --M 100,400,1000 --paths grouped,proxy "
@@ -385,9 +401,12 @@ def frame(items: list[Owed] | None = None) -> pd.DataFrame:
                          runs_done=f"{done} of {total}",
                          gpu_minutes=0 if gpu is None else round(gpu, 1),
                          basis="" if gpu is None else "measured" if it.gpu_measured else "estimated",
-                         cpu_hours=round(cpu_h, 2), cpu_basis="measured" if it.cpu_measured else "extrapolated",
+                         cpu_hours=round(cpu_h, 2),
+                         cpu_basis="" if it.cpu_min <= 0 else "measured" if it.cpu_measured else "extrapolated",
                          cpu_minutes=round(cpu_h * 60) if it.cpu else 0,
-                         needs=it.needs or ("one CPU thread, no GPU" if it.cpu else "a GPU"),
+                         needs=it.needs or ("one CPU thread, no GPU" if it.cpu else
+                                            "a GPU, or one CPU thread (--pay --device cpu)" if it.cpu_measured
+                                            else "a GPU"),
                          why=it.why, command=it.command, estimate=it.basis, cpu_estimate=it.cpu_basis))
     df = pd.DataFrame(rows)
     if df.empty:
@@ -590,8 +609,9 @@ def main(argv=None) -> int:
         return 0
     for _, r in df.iterrows():
         gpu = (f"{r.gpu_minutes:.0f} GPU minutes ({r.basis})" if r.basis else "no GPU")
+        cpu = f"{r.cpu_hours:.1f} CPU hours ({r.cpu_basis})" if r.cpu_basis else "no CPU work"
         print(f"[{r.id}] value {r.value}, document {r.document}: {r['item']}\n    why: {r.why}\n"
-              f"    {r.runs_done} runs stored; left: {gpu}, {r.cpu_hours:.1f} CPU hours ({r.cpu_basis}); needs "
+              f"    {r.runs_done} runs stored; left: {gpu}, {cpu}; needs "
               f"{r.needs}\n    GPU: {r.estimate}\n    CPU: {r.cpu_estimate}\n    {r.command}\n")
     print(f"total: about {df.gpu_minutes.sum():.0f} GPU minutes "
           f"({df.gpu_minutes[df.basis == 'measured'].sum():.0f} measured) and {df.cpu_hours.sum():.0f} hours of "
