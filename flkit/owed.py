@@ -49,7 +49,7 @@ import pandas as pd
 
 _REPO = Path(__file__).resolve().parents[1]
 
-__all__ = ["Owed", "ITEMS", "FILE_CAP", "ledger", "frame", "payable", "pay", "main"]
+__all__ = ["Owed", "ITEMS", "FILE_CAP", "ledger", "unpaid_ids", "frame", "payable", "pay", "main"]
 
 EXIT_UNFINISHED = 75
 FILE_CAP = 16 * 2**20          # the most a result or checkpoint file may weigh (what a GPU window brings back)
@@ -84,6 +84,7 @@ class Owed:
     needs: str = ""
     cpu: bool = False
     limit: tuple[str, float] | None = ("--max-minutes", 1.0)   # the command's time limit: flag, units per minute
+    part_of: str = ""          # the id of an item whose runs include this one's (paid first, for its value)
 
     @property
     def minutes_per_run(self) -> float:
@@ -279,7 +280,8 @@ ITEMS = [
          _hics_cpu_min(_S2_TRAININGS, _S2_EVALS) / 3,
          "measured: 0.687 s per client training of the CNN on one thread of this CPU "
          "(results/hics/3c99a238bd2b822c.csv) x 12,000 trainings (2.3 h), and 43.3 s per evaluation of the 70,000 "
-         "images x 2,400 run-method rounds (29 h: every round is evaluated)", cpu_measured=True, data=("fashion-mnist",)),
+         "images x 2,400 run-method rounds (29 h: every round is evaluated)", cpu_measured=True, data=("fashion-mnist",),
+         part_of="hics-fmnist-paper"),
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
          "book/cvar/fmnist_table",
          "python scripts/cvar_sweep.py fmnist --profile paper --device cuda --max-minutes 8.5",
@@ -343,7 +345,8 @@ ITEMS = [
          _fedau("table"), 13, "the method ranking on a stand-in data set (the document has no Fashion-MNIST "
          "column): compared by rank only", _FEDAU_MIN, _FEDAU_GPU, _FEDAU_CPU_MIN, _FEDAU_CPU,
          data=("fashion-mnist",)),
-    Owed("hics-fmnist-paper", "004", "The rest of the Fashion-MNIST comparison with the document's CNN: settings "
+    Owed("hics-fmnist-paper", "004", "The rest of the Fashion-MNIST comparison with the document's CNN (it includes "
+         "hics-fmnist-s2: owed while that is): settings "
          "(1) and (3) (Figs. 2, 4(a), 13, 14), DivFL (setting (2) for 600 rounds, Table 1's 478), random and "
          "HiCS-FL at ten times the learning rate (one seed)", "book/hics/fmnist",
          "python scripts/hics_sweep.py paper --device cuda --max-minutes 8", _hics_fmnist("rest"), 14,
@@ -383,6 +386,13 @@ ITEMS = [
 def ledger() -> list[Owed]:
     """The items with runs still owed, most valuable first."""
     return [it for it in sorted(ITEMS, key=lambda it: it.value) if (lambda p: p[0] < p[1])(it.progress())]
+
+
+def unpaid_ids() -> set[str]:
+    """The ids still owed: the ledger's, and the item each of them is ``part_of`` (an item is owed while any
+    of its parts is: the scorecard's Table 1 FMNIST cells name hics-fmnist-paper, which includes hics-fmnist-s2)."""
+    items = ledger()
+    return {it.id for it in items} | {it.part_of for it in items if it.part_of}
 
 
 def frame(items: list[Owed] | None = None) -> pd.DataFrame:

@@ -56,9 +56,10 @@ def _parse(argv=None):
 
 
 def main(argv=None) -> int:
+    t_start = time.time()  # --max-minutes counts from here (start-up included, as the ledger's pay expects)
     args = _parse(argv)
     s = args.settings
-    deadline = None if args.max_minutes is None else time.time() + 60 * args.max_minutes
+    deadline = None if args.max_minutes is None else t_start + 60 * args.max_minutes
     ckpt = table.store_for(s).root / "checkpoints"
     studies = ["table", "cutoff"] if args.study == "all" else [args.study]
     try:

@@ -1,6 +1,7 @@
 """The owed-work ledger: every command parses with its script, progress is counted from the stores."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import shlex
 import subprocess
@@ -248,3 +249,15 @@ def test_checkpoints_are_committed_and_temporary_files_are_not():
     assert not ignored("results/hics/checkpoints/job-0123456789abcdef.pt")
     assert ignored("results/cvar/checkpoints/.batch-0123.pt.123.abcd1234.tmp")
     assert ignored("results/tmp/cvar/checkpoints/batch-0123.pt")
+
+
+def test_a_part_keeps_its_whole_owed(tmp_path, monkeypatch):
+    """hics-fmnist-s2 is part of hics-fmnist-paper: with only the part unpaid, the whole is still owed (the
+    scorecard items naming hics-fmnist-paper stay owed until both are paid)."""
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    rest = next(it for it in owed.ITEMS if it.id == "hics-fmnist-paper")
+    monkeypatch.setattr(owed, "ITEMS", [dataclasses.replace(rest, runs=lambda: (16, 16)) if it.id == rest.id else it
+                                        for it in owed.ITEMS])
+    ids = owed.unpaid_ids()
+    assert "hics-fmnist-s2" in ids and "hics-fmnist-paper" in ids
+    assert "hics-fmnist-paper" not in {it.id for it in owed.ledger()}

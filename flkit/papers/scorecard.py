@@ -232,7 +232,7 @@ def table(book: Path = BOOK) -> pd.DataFrame:
     """One row per item of the five documents: the document's value, ours, the verdict and provenance."""
     from flkit import owed
     ck = collect(book)
-    unpaid = {o.id for o in owed.ledger()}
+    unpaid = owed.unpaid_ids()
     out = []
     for it in items():
         mine = ck[(ck["doc"] == it.doc) & (ck["item"] == it.id)]
