@@ -735,8 +735,9 @@ def _index_table(sizes_or_index_lists, device, sizes=None) -> tuple[Tensor, Tens
         items = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(sizes))]
     lists = [torch.as_tensor(a.cpu() if isinstance(a, Tensor) else np.asarray(a), dtype=torch.long).reshape(-1)
              for a in items]
-    n = torch.tensor([len(a) for a in lists], dtype=torch.long)
-    table = torch.zeros(len(lists), max(1, int(n.max()) if len(lists) else 1), dtype=torch.long)
+    sizes_host = [len(a) for a in lists]                  # the width from host ints: no tensor read
+    n = torch.tensor(sizes_host, dtype=torch.long)
+    table = torch.zeros(len(lists), max(1, max(sizes_host) if sizes_host else 1), dtype=torch.long)
     for i, a in enumerate(lists):
         if len(a):
             table[i, :len(a)], table[i, len(a):] = a, a[0]

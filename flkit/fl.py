@@ -45,7 +45,8 @@ from torch import Tensor
 from flkit.aggregate import Updates
 from flkit.results import remove_stale_temp, temp_path
 
-__all__ = ["Algorithm", "Runs", "Result", "Deadline", "run"]
+__all__ = ["Algorithm", "Runs", "Result", "Deadline", "run", "save_checkpoint", "load_checkpoint", "remove_checkpoint",
+           "PART_BYTES"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,76 @@ class Runs:
 
 class Deadline(RuntimeError):
     """Raised by :func:`run` when it stopped at its deadline; the state is in the checkpoint."""
+
+
+# ------------------------------------------------------------------------------------- checkpoint files
+PART_BYTES = 15 * 2**20   # a checkpoint larger than this is written in parts (files of at most 16 MiB each)
+
+
+def _parts_of(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(f"{glob.escape(path.name)}.*.part[0-9][0-9]"))
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = temp_path(path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def save_checkpoint(obj, path: str | os.PathLike) -> list[Path]:
+    """``torch.save(obj)`` to ``path``, through a temporary file and ``os.replace``. When the bytes exceed
+    :data:`PART_BYTES` they go to parts ``<name>.<digest>.part00``, ``part01``, ... (each at most PART_BYTES,
+    written first) and ``path`` becomes a small index naming them with their sha256 (written last, so a
+    writer killed half-way leaves the previous checkpoint whole); parts no longer named are then removed.
+    Returns the files written."""
+    import io
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    data = buf.getvalue()
+    written = []
+    if len(data) > PART_BYTES:
+        digest = hashlib.sha256(data).hexdigest()
+        names = []
+        for i in range(0, len(data), PART_BYTES):
+            part = path.with_name(f"{path.name}.{digest[:12]}.part{i // PART_BYTES:02d}")
+            _write_atomic(part, data[i:i + PART_BYTES])
+            names.append(part.name)
+            written.append(part)
+        index = io.BytesIO()
+        torch.save({"__parts__": names, "sha256": digest, "size": len(data)}, index)
+        data = index.getvalue()
+    _write_atomic(path, data)
+    keep = {p.name for p in written}
+    for old in _parts_of(path):
+        if old.name not in keep:
+            old.unlink(missing_ok=True)
+    return written + [path]
+
+
+def load_checkpoint(path: str | os.PathLike):
+    """What :func:`save_checkpoint` saved at ``path`` (its parts joined and checked against their sha256)."""
+    import io
+    path = Path(path)
+    obj = torch.load(path, weights_only=False)
+    if isinstance(obj, dict) and "__parts__" in obj:
+        data = b"".join((path.parent / name).read_bytes() for name in obj["__parts__"])
+        if len(data) != obj["size"] or hashlib.sha256(data).hexdigest() != obj["sha256"]:
+            raise RuntimeError(f"checkpoint {path}: its parts do not match their index (size or sha256); remove it")
+        obj = torch.load(io.BytesIO(data), weights_only=False)
+    return obj
+
+
+def remove_checkpoint(path: str | os.PathLike) -> None:
+    """Delete the checkpoint at ``path`` and its parts."""
+    path = Path(path)
+    for part in _parts_of(path):
+        part.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -286,7 +357,9 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
     hit or diverged). checkpoint: a file (not a folder); the state is saved there every
     ``checkpoint_every_s`` seconds and before the ``deadline`` (a ``time.time()`` value; the loop stops
     when two more rounds and 10 s might not fit, and raises :class:`Deadline`), and a later call with the
-    same arguments resumes from it to the same numbers; the file is removed when the run ends. The
+    same arguments resumes from it to the same numbers; the file is removed when the run ends. A state over
+    :data:`PART_BYTES` (15 MiB) is written in parts of at most that size (:func:`save_checkpoint`), so every
+    file stays under the 16 MiB a GPU window brings back and a repository commits. The
     checkpoint's key covers the task's class, the algorithms (aggregator, sampler, step sizes), the seeds,
     digests of the availability masks, p, w0 and the task's sizes actually used, rounds, every, target,
     stop_early, stop_when and track (by name), track_every and the divergence settings; a call that
@@ -357,7 +430,7 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
     key = _key(parts)
     key_parts = {k: _key(v) for k, v in parts.items()}
     if ckpt is not None and ckpt.is_file():
-        S = torch.load(ckpt, weights_only=False)
+        S = load_checkpoint(ckpt)
         if S["key"] != key:
             differ = sorted(k for k, v in S.get("key_parts", {}).items() if key_parts.get(k) != v)
             raise RuntimeError(f"checkpoint {ckpt} belongs to another run (key {S['key']} != {key}"
@@ -406,15 +479,9 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
     def save():
         if ckpt is None:
             return
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temp_path(ckpt)
-        try:
-            torch.save(dict(key=key, key_parts=key_parts, w=w, agg=agg, smp=smp, t=t, hit=hit, diverged=diverged,
-                            evals=evals, first=first, store=store, wall=wall_before + time.perf_counter() - tic,
-                            task=task.state_dict() if hasattr(task, "state_dict") else None), tmp)
-            os.replace(tmp, ckpt)
-        finally:
-            tmp.unlink(missing_ok=True)
+        save_checkpoint(dict(key=key, key_parts=key_parts, w=w, agg=agg, smp=smp, t=t, hit=hit, diverged=diverged,
+                             evals=evals, first=first, store=store, wall=wall_before + time.perf_counter() - tic,
+                             task=task.state_dict() if hasattr(task, "state_dict") else None), ckpt)
 
     bar = None
     if progress:
@@ -481,8 +548,8 @@ def run(task, algorithms: Mapping[str, Algorithm], *, seeds, rounds: int, availa
             last_ckpt = now
     if bar is not None:
         bar.close()
-    if ckpt is not None and ckpt.is_file():
-        ckpt.unlink()
+    if ckpt is not None:
+        remove_checkpoint(ckpt)
     res = _result(store, names, rows_of, seed_lists, hit, diverged, evals,
                   wall_before + time.perf_counter() - tic, t - start, start)
     res.final_w, res.final = w, agg

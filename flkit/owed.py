@@ -1,47 +1,128 @@
 """The owed-work ledger: runs at a document's scale that the book has not executed yet, each with the
-command that completes it, its progress (counted from the results stores, never typed in) and an
-estimate of the GPU minutes left. Whoever has a GPU pays the largest items first::
+command that completes it, its progress (counted from the results stores, never typed in), its value
+(a rank) and its price in GPU minutes and CPU hours. Whoever has a GPU, or a spare CPU core, pays the most
+valuable items first::
 
-    python -m flkit.owed            # the ledger, largest first
+    python -m flkit.owed            # the ledger, most valuable first
     python -m flkit.owed --commands # only the commands, one per line
+    python -m flkit.owed --pay --minutes 60 --device cpu            # pay for an hour on one CPU thread
+    python -m flkit.owed --pay --minutes 12 --device cuda           # a GPU window (start-up left out)
+    python -m flkit.owed --pay --minutes 30 --device cpu --only cvar-fig2-causes
 
-Estimates come from measured throughput (the engine benchmark on an H100, ``results/benchmarks/``) and
-are stated per item; progress counts stored runs, so a partly paid item shrinks as its runs land.
+**Value.** Items are ranked by the information their runs give per compute-minute: first the runs that
+decide a claim of a document (the Fed-CVaR-Avg MNIST diagnostics, HiCS-FL with the document's CNN in
+setting (2), Fed-CVaR-Avg Table 1), last the runs with nothing in the document to compare against (the
+FedAU cutoff x p_min figure, whose image the document does not include). ``value`` is the rank (1 first);
+``why`` says what the runs decide.
+
+**Price.** ``gpu_minutes``: measured on a GPU only where the item's own runs (or runs of the same shapes)
+were timed there (``basis`` "measured"); otherwise "estimated from ..." (``basis`` "estimated", the text
+says from what). ``cpu_hours``: one CPU thread of this machine, "measured" where a short trial of the
+item's own runs was timed here (``scripts/cvar_sweep.py ... --estimate --threads 1``,
+:func:`flkit.papers.hics.experiments.paper_estimate`), else "extrapolated" (the text says from what).
+
+**Paying** (``--pay``): the most valuable unpaid item that the device can pay runs as a subprocess in
+pieces: its command with ``--device`` and ``--max-minutes`` replaced (a piece is at most ``--piece-minutes``,
+default 8 on a GPU and 30 on a CPU, and never past the time left less a safety margin); a piece that
+stops early (exit 75) checkpoints and the next piece resumes; when an item is paid the next one starts,
+while time remains. What a device can pay (:func:`payable`): on ``cuda`` every GPU item whose data are
+here; on ``cpu`` the CPU items and the GPU items whose CPU price was *measured* on this CPU (a measured
+price can be planned; an extrapolated one may be days); ``--only ID`` pays that item on either device.
+At the end it prints the files to commit (results and checkpoints, with their sizes; a file over
+``FILE_CAP`` = 16 MiB is flagged). Exit status: 0 when nothing payable is left, 75 when it stopped with
+work left, 1 when a command failed, 2 for bad input (one line, before any work).
 """
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import shlex
+import subprocess
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 _REPO = Path(__file__).resolve().parents[1]
 
-__all__ = ["Owed", "ledger", "frame", "main"]
+__all__ = ["Owed", "ITEMS", "FILE_CAP", "ledger", "unpaid_ids", "frame", "payable", "pay", "main"]
+
+EXIT_UNFINISHED = 75
+FILE_CAP = 16 * 2**20          # the most a result or checkpoint file may weigh (what a GPU window brings back)
+PIECE_MINUTES = {"cuda": 8.0, "cpu": 30.0}   # the longest piece on each device (issue 26)
 
 
 @dataclass(frozen=True)
 class Owed:
-    """One owed item: `runs` () -> (done, total) counted from the store; `minutes_per_run` the estimate (GPU
-    minutes, or minutes of one CPU thread when `cpu`); `needs` what besides a GPU it needs (data that cannot be
-    had where the book is built)."""
+    """One owed item.
+
+    runs: () -> (done, total) counted from the store. value: its rank (1: most valuable); why: what its runs
+    decide. gpu_min: GPU minutes per run (None: a CPU item, no GPU timing), gpu_measured: measured on a GPU
+    (else estimated), basis: how (the "estimated from ..." text). cpu_min: minutes of one CPU thread per run,
+    cpu_measured: measured on this CPU by a short trial (else extrapolated), cpu_basis: how. data: the data
+    sets it reads (flkit.datasets names); needs: what besides a GPU it needs, in words. cpu: paid on a CPU (no
+    GPU needed or meant)."""
     id: str
     document: str
     item: str
     page: str
     command: str
     runs: Callable[[], tuple[int, int]]
-    minutes_per_run: float
+    value: int
+    why: str
+    gpu_min: float | None
     basis: str
+    cpu_min: float
+    cpu_basis: str
+    gpu_measured: bool = False
+    cpu_measured: bool = False
+    data: tuple[str, ...] = ()
     needs: str = ""
-    cpu: bool = False          # paid on one CPU thread: no GPU needed
+    cpu: bool = False
+    limit: tuple[str, float] | None = ("--max-minutes", 1.0)   # the command's time limit: flag, units per minute
+    part_of: str = ""          # the id of an item whose runs include this one's (paid first, for its value)
+
+    @property
+    def minutes_per_run(self) -> float:
+        """GPU minutes per run; for a CPU item, minutes of one CPU thread."""
+        return self.cpu_min if self.cpu else self.gpu_min
 
     def progress(self) -> tuple[int, int, float]:
+        """(runs done, runs in all, minutes left: GPU minutes, or CPU-thread minutes for a CPU item)."""
         done, total = self.runs()
         return done, total, (total - done) * self.minutes_per_run
+
+    def data_here(self) -> bool:
+        from flkit import datasets
+        return all(datasets.available(d) for d in self.data)
+
+    def argv(self, device: str, max_minutes: float | None = None, threads: int | None = None) -> list[str]:
+        """The command as an argument list for this Python, with ``--device`` (and ``--max-minutes``,
+        ``--threads`` where given) set: replaced where the command has them, added where not."""
+        args = shlex.split(self.command)
+        if args[0] == "python":
+            args[0] = sys.executable
+        out = [args[0], str(_REPO / args[1])] if not Path(args[1]).is_absolute() else args[:2]
+        sets = {"--device": device}
+        if max_minutes is not None and self.limit is not None:
+            sets[self.limit[0]] = f"{max_minutes * self.limit[1]:.3f}"
+        if threads is not None:
+            sets["--threads"] = str(threads)
+        rest, i = args[2:], 0
+        while i < len(rest):
+            name = rest[i].split("=", 1)[0]
+            if name in sets:
+                i += 1 if "=" in rest[i] else 2
+                continue
+            out.append(rest[i])
+            i += 1
+        for k, v in sets.items():
+            out += [k, v]
+        return out
 
 
 def _fedau(study: str, **overrides) -> Callable[[], tuple[int, int]]:
@@ -57,12 +138,17 @@ def _fedau(study: str, **overrides) -> Callable[[], tuple[int, int]]:
     return count
 
 
-def _hics_fmnist() -> tuple[int, int]:
-    from flkit import results
-    from flkit.papers.hics import experiments
-    store = results.book_store("hics")
-    js = experiments.jobs(experiments.profile("paper"))
-    return sum(store.done(j) for j in js), len(js)
+def _hics_fmnist(part: str = "all") -> Callable[[], tuple[int, int]]:
+    """The paper profile's jobs: "s2" the four cheap methods of setting (2) (Table 1's), "rest" the others."""
+    def count():
+        from flkit import results
+        from flkit.papers.hics import experiments
+        store = results.book_store("hics")
+        js = experiments.jobs(experiments.profile("paper"))
+        s2 = [experiments.is_setting2_main(j) for j in js]
+        js = [j for j, k in zip(js, s2) if part == "all" or (part == "s2") == k]
+        return sum(store.done(j) for j in js), len(js)
+    return count
 
 
 def _hics_cifar(name: str) -> Callable[[], tuple[int, int]]:
@@ -92,149 +178,438 @@ def _cvar(experiment: str, profile: str, **overrides) -> Callable[[], tuple[int,
     return count
 
 
-# FedAU: 35 runs of a pattern train together; the FedAU CIFAR-10 CNN trains at ~285k samples/s with 400
-# stacked models on an H100 (results/benchmarks/engine_h100.csv, fp32, grouped); a run is 10,000 rounds x
-# ~26 clients x 5 x 16 samples = 2.1e7 samples (74 s) plus evaluations on 70k images every 50 rounds
-# (~15 s): about 1.5 min per run.
+# ---- CPU prices: one thread of this machine (2 cores, one of them busy with another sweep while measured)
+# scripts/cvar_sweep.py <experiment> --profile paper [--set ...] --device cpu --estimate --threads 1 (taskset -c 0):
+# the projection of a 3-round trial of the first batch over the exact local steps of every batch.
+_CVAR_MNIST_CPU_H = 7.57              # 20 runs, 38.5 ms per batched local step of 20 LeNets, 707,200 steps
+_CVAR_SCALING_CPU_H = 8.01            # measured the same way with --set input_scaling=authors (40.8 ms a step)
+_CVAR_HORIZON_CPU_H = 8.95            # 10 runs of 8000 rounds (--set ram=random-draw --set 'settings=[0.9]' --rounds 8000)
+# 65 runs of 6000 rounds (fmnist --profile paper): 1,932,000 run-steps (cvar.planned_steps) at the MNIST LeNet's
+# measured 38.5 ms per run-step (same LeNet shapes; a 3-round trial of the 65 stacked models did not end within
+# 8 minutes here, so it was stopped)
+_CVAR_TABLE1_CPU_H = 1_932_000 * 38.52e-3 / 3600
+# HiCS-FL, the document's CNN: 0.687 s per client training (2 epochs x ~1,200 images) on one thread of this CPU
+# (experiments.paper_estimate, stored as results/hics/3c99a238bd2b822c.csv): 0.29 ms per training sample.
+_HICS_S_PER_CLIENT = 0.687
+_HICS_MS_PER_SAMPLE = 0.687 / 2400 * 1e3
+# FedAU, the authors' CNN on Fashion-MNIST, extrapolated from the HiCS-FL CNN's measured rates (a CNN of similar
+# size, 0.29 ms per training sample and 0.62 ms per evaluation forward on one thread): a run is 2.1e7 training
+# samples plus 200 evaluations on 70,000 images (1.4e7 forward passes).
+_HICS_MS_PER_FORWARD = 43.26 / 70_000 * 1e3     # measured: one evaluation of the HiCS-FL CNN (below)
+_FEDAU_CPU_MIN = (2.1e7 * _HICS_MS_PER_SAMPLE + 1.4e7 * _HICS_MS_PER_FORWARD) / 6e4
+
+_HICS_FMNIST_BASIS = (
+    "training: 203,000 client trainings of 2 epochs x ~1,200 images = 4.9e8 samples (random, pow-d, CS, "
+    "HiCS-FL: 5 clients x 200 rounds x 9 runs each, and random, HiCS-FL once more at the larger learning "
+    "rate; DivFL trains all 50 clients every round, plus the 5 "
+    "selected: 55 x (6 runs x 200 + 3 runs x 600 rounds); the 400 extra rounds x 3 seeds add 1.6e8 to the "
+    "former 3.2e8), 27 min at ~300k samples/s, the engine's rate for a small CNN on an H100 "
+    "(results/benchmarks/engine_h100.csv); evaluation: 60,000 + 10,000 images each round of each run and "
+    "method, 7.5e8 forward passes at about a third of a training sample's cost, 14 min; ~41 min in all; "
+    "the CNN trains one client at a time (BatchNorm/PReLU keep it off the batched path), so the kernel-launch "
+    "floor alone is ~37 min (issue 26): likely 2-4 h, priced here at 3 x 41 min")
+# the four cheap methods of setting (2), 3 seeds x 200 rounds x 5 clients x 4 methods = 12,000 client trainings
+# (2.9e7 samples) and 12 x 200 evaluations of 70,000 images (1.7e8 forward passes)
+_S2_TRAININGS, _S2_EVALS = 12_000, 12 * 200 * 70_000
+_ALL_TRAININGS, _ALL_EVALS = 203_000, 7.5e8
+_S2_SHARE = (_S2_TRAININGS * 2400 + _S2_EVALS / 3) / (_ALL_TRAININGS * 2400 + _ALL_EVALS / 3)
+_HICS_GPU_MIN = 3 * 41      # 41 min at the engine's batched rate, x3 for the one-client-at-a-time loop (2-4 h)
+
+
+# one evaluation of the CNN (test accuracy on 10,000 images and training loss on 60,000: 70,000 forwards) took
+# 43.3 s on one thread of this CPU (EngineTask.metrics, timed once after a warm-up, taskset -c 0): 0.62 ms a
+# forward, twice a training sample's cost, so evaluating every round dominates a CPU run
+_HICS_EVAL_S = _HICS_MS_PER_FORWARD * 70_000 / 1e3
+
+
+def _hics_cpu_min(trainings: float, evals: float) -> float:
+    return (trainings * _HICS_S_PER_CLIENT + evals / 70_000 * _HICS_EVAL_S) / 60
+
+
 _FEDAU_MIN = 1.5
+_FEDAU_GPU = ("estimated from the engine benchmark of the FedAU CIFAR-10 CNN on an H100 (~285k samples/s with "
+              "400 stacked models, results/benchmarks/engine_h100.csv): a run is 10,000 rounds x ~26 clients x 5 x "
+              "16 samples = 2.1e7 samples (74 s) plus evaluations on 70k images every 50 rounds (~15 s); the "
+              "Fashion-MNIST CNN was never measured on a GPU, and the host's per-(run, client) minibatch indices "
+              "(~1,300 syncs a round, issue 26) are not counted: likely 2-3x more")
+_FEDAU_CPU = ("extrapolated from the HiCS-FL CNN's measured 0.29 ms per training sample and 0.62 ms per evaluation "
+              "forward on one thread of this CPU (a CNN of similar size): 2.1e7 samples + 1.4e7 evaluation forwards "
+              "per run")
+
 ITEMS = [
-    Owed("fedau-table-paper", "000", "Main table: seven methods x three patterns x 5 seeds, the authors' CNN, "
-         "10,000 rounds (Fashion-MNIST stand-in)", "book/fedau/table",
-         "python scripts/fedau_sweep.py --profile paper --study table --device cuda --max-minutes 9",
-         _fedau("table"), _FEDAU_MIN, "engine benchmark, FedAU CNN on an H100"),
-    Owed("fedau-cutoff-paper", "000", "Cutoff K x minimum probability figure, the authors' CNN, 10,000 rounds "
-         "(Fashion-MNIST stand-in)", "book/fedau/cutoff",
-         "python scripts/fedau_sweep.py --profile paper --study cutoff --device cuda --max-minutes 9",
-         _fedau("cutoff"), _FEDAU_MIN, "engine benchmark, FedAU CNN on an H100"),
-    *[Owed(f"fedau-table-{d}", "000", f"Main table on {name} (the document's data set)", "book/fedau/table",
-           f"python scripts/fedau_sweep.py --profile paper --study table --set dataset={d} --device cuda "
-           "--max-minutes 9", _fedau("table", dataset=d), 2 * _FEDAU_MIN,
-           "engine benchmark (3-channel CNNs, ~2x the Fashion-MNIST work)", needs=f"the {name} files")
-      for d, name in (("cifar10", "CIFAR-10"), ("svhn", "SVHN"), ("cifar100", "CIFAR-100"), ("cinic10", "CINIC-10"))],
-    Owed("fedau-engine-bench", "000", "Engine throughput on the FedAU Fashion-MNIST CNN against the one-model "
-         "proxy (target >= 0.8x), fp32 and bf16", "book/appendix/engine",
-         "python benchmarks/bench_engine.py --models fedau_fmnist --M 100,400,1000 --paths grouped,proxy "
-         "--out results/benchmarks/engine_fedau_fmnist_h100.csv",
-         lambda: (int((_REPO / "results/benchmarks/engine_fedau_fmnist_h100.csv").is_file()), 1), 5.0,
-         "the CIFAR-10 CNN's benchmark took 5-8 min on an H100"),
-    # 18 runs (9 of the four cheap methods, 9 of DivFL); DivFL's 3 runs of setting (2) train 600 rounds.
-    Owed("hics-fmnist-paper", "004", "Fashion-MNIST training comparison with the document's CNN: Fig. 2, "
-         "Figs. 4(a)/13/14 (200 rounds), Table 1's FMNIST column (3 settings x 5 methods x 3 seeds); DivFL in "
-         "setting (2) runs 600 rounds to measure Table 1's 478 (beyond the figures' 200); random and HiCS-FL at "
-         "ten times the learning rate (one seed)", "book/hics/fmnist",
-         "python scripts/hics_sweep.py paper --device cuda", _hics_fmnist, 41 / 19,
-         "training: 203,000 client trainings of 2 epochs x ~1,200 images = 4.9e8 samples (random, pow-d, CS, "
-         "HiCS-FL: 5 clients x 200 rounds x 9 runs each, and random, HiCS-FL once more at the larger learning "
-         "rate; DivFL trains all 50 clients every round, plus the 5 "
-         "selected: 55 x (6 runs x 200 + 3 runs x 600 rounds); the 400 extra rounds x 3 seeds add 1.6e8 to the "
-         "former 3.2e8), 27 min at ~300k samples/s, the engine's rate for a small CNN on an H100 "
-         "(results/benchmarks/engine_h100.csv); evaluation: 60,000 + 10,000 images each round of each run and "
-         "method, 7.5e8 forward passes at about a third of a training sample's cost, 14 min; ~41 min in all"),
-    # CIFAR (document 004, Sec. 4.1, appendix 6.1): FedProx with Adam, the document's 3-conv CNN; the same
-    # kind of count as hics-fmnist-paper, at ~200k samples/s: the engine benchmark's grouped rate for this
-    # CNN on an H100 is 266k samples/s with 25 stacked models and 379k with 100 (plain SGD, B = 64,
-    # results/benchmarks/engine_h100.csv); a round stacks K = 10-20 (DivFL's probe 60-120), and Adam + the
-    # prox term add work. Evaluation: 60,000 images every round of every run and method, pow-d's probe
-    # 50,000 every pow-d round, at a third of a training sample's cost.
-    Owed("hics-cifar10-paper", "004", "CIFAR-10 training comparison (FedProx mu = 0.1 with Adam, 50 clients, "
-         "10 per round, 500 rounds): Figs. 3, 4(b), 15, 16 and Table 1's CIFAR-10 column (3 alpha settings x 5 "
-         "methods x 3 seeds); in setting (2) random, pow-d, CS and DivFL run 1500 rounds to measure Table 1's "
-         "898-1417 rounds to 0.6", "book/hics/index",
-         "python scripts/hics_sweep.py paper-cifar10 --device cuda", _hics_cifar("paper-cifar10"), 188 / 21,
-         "training: 720,000 client trainings of 2 epochs x 1,000 images = 1.44e9 samples (random, pow-d, CS, "
-         "HiCS-FL: 10 clients a round, 500 rounds in settings (1) and (3), 1500 in setting (2) but HiCS-FL's 500; "
-         "DivFL trains all 50 clients every round plus the 10 selected: 60 x (6 runs x 500 + 3 runs x 1500 "
-         "rounds)), 120 min at ~200k samples/s (the engine benchmark's grouped rate for this CNN on an H100, "
-         "results/benchmarks/engine_h100.csv: 266k samples/s with 25 stacked models); evaluation: 60,000 images "
-         "in each of 34,500 run-method rounds, 2.1e9 forward passes at a third of a training sample's cost, "
-         "58 min; pow-d's loss probe, 50,000 images in 7,500 rounds, 10 min; ~188 min in all",
-         needs="the CIFAR-10 files"),
-    Owed("hics-cifar100-paper", "004", "CIFAR-100 training comparison (FedProx mu = 0.1 with Adam, 100 clients, "
-         "20 per round, 1000 rounds): Figs. 5, 17 and Table 1's CIFAR-100 column (the document's 2 alpha settings "
-         "x 5 methods x 3 seeds); DivFL in setting (2) runs 1400 rounds to measure Table 1's 1345 rounds to 0.3",
-         "book/hics/index", "python scripts/hics_sweep.py paper-cifar100 --device cuda",
-         _hics_cifar("paper-cifar100"), 172 / 12,
-         "training: 1,344,000 client trainings of 2 epochs x 500 images = 1.34e9 samples (random, pow-d, CS, "
-         "HiCS-FL: 20 clients a round, 1000 rounds, 2 settings x 3 seeds; DivFL trains all 100 clients every "
-         "round plus the 20 selected: 120 x (3 runs x 1000 + 3 runs x 1400 rounds)), 112 min at ~200k samples/s "
-         "(as hics-cifar10-paper); evaluation: 60,000 images in each of 31,200 run-method rounds, 1.9e9 forward "
-         "passes at a third of a training sample's cost, 52 min; pow-d's loss probe, 50,000 images in 6,000 "
-         "rounds, 8 min; ~172 min in all", needs="the CIFAR-100 files"),
-    Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
-         "client in every round) with the document's CNN; the theory page runs logistic regression",
-         "book/hics/theory", "python scripts/hics_fig6.py --model hics_fmnist_paper --device cuda", _hics_fig6, 30.0,
-         "not measured on a GPU: 500 rounds x 250 clients x 8 SGD steps, one client at a time (the CNN has "
-         "batch norm, so not the batched path), at ~1.5 ms a step, plus 50 x 250 full-batch gradients; about "
-         "5 min a round on one CPU thread"),
-    Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
-         "book/cvar/fmnist_table",
-         "python scripts/cvar_sweep.py fmnist --profile paper --device cuda --max-minutes 8.5",
-         _cvar("fmnist", "paper"), 114 / 65, "3.6 ms per batched step of the 65 stacked LeNets on an H100 "
-         "(results/benchmarks/cvar_step_h100.log)"),
-    # The pages' stored image runs used a random draw of 27 of the 30 RAM probabilities (ram="random-draw");
-    # cvar-table1-paper (above) and this item compute the document's scale with the authors' vector
-    # (cvar.rho_authors_k30, the default).
     Owed("cvar-mnist-authors-ram", "003", "Figs. 3-4 at 4000 rounds, 5 seeds, with the authors' RAM vector "
          "(the page shows the random-draw runs)", "book/cvar/mnist",
          "python scripts/cvar_sweep.py mnist --profile paper --device cuda --max-minutes 8.5",
-         _cvar("mnist", "paper"), 223 / 60 / 20, "the stored random-draw runs: one batch of the 20 runs took 223 s "
-         "on a GPU (results/cvar/mnist manifests); about 27 min per run on this CPU"),
+         _cvar("mnist", "paper"), 1,
+         "decides Figs. 3-4 (the rare classes stay near 50 %) in the document's setting",
+         223 / 60 / 20, "measured: the stored random-draw runs, one batch of the same 20 runs' shapes took 223 s "
+         "on a GPU (results/cvar/mnist manifests)",
+         _CVAR_MNIST_CPU_H * 60 / 20, "measured: a 3-round trial projected over the exact local steps "
+         "(cvar_sweep.py mnist --profile paper --device cpu --estimate --threads 1): 7.57 h for the 20 runs",
+         gpu_measured=True, cpu_measured=True, data=("mnist",)),
     # Diagnosis of Figs. 3-4 (the rare classes stay near 50 %): the authors' input scaling, and a longer horizon.
     Owed("cvar-mnist-input-scaling", "003", "Figs. 3-4 with the authors' input scaling (training on raw 0-255 "
          "pixels, test on 0-1: setting input_scaling=authors), 4000 rounds, 5 seeds, the authors' RAM vector; "
          "compare with cvar-mnist-authors-ram", "book/cvar/mnist",
          "python scripts/cvar_sweep.py mnist --profile paper --set input_scaling=authors --device cuda "
          "--max-minutes 8.5",
-         _cvar("mnist", "paper", input_scaling="authors"), 223 / 60 / 20,
-         "as cvar-mnist-authors-ram (same runs, scaled inputs): 223 s for a batch of 20 on a GPU"),
+         _cvar("mnist", "paper", input_scaling="authors"), 2,
+         "diagnoses Figs. 3-4: is the authors' input scaling what lifts the rare classes?",
+         223 / 60 / 20, "measured: as cvar-mnist-authors-ram (same shapes, scaled inputs), 223 s for a batch of "
+         "20 on a GPU",
+         _CVAR_SCALING_CPU_H * 60 / 20, "measured: cvar_sweep.py mnist --profile paper --set input_scaling=authors "
+         "--device cpu --estimate --threads 1", gpu_measured=True, cpu_measured=True, data=("mnist",)),
     Owed("cvar-mnist-horizon", "003", "Fig. 3 (r = 90 %) extended to 8000 rounds, 5 seeds, the RAM of the page's "
          "stored runs (random draw): are the rare-class curves still rising at round 4000?", "book/cvar/mnist",
          "python scripts/cvar_sweep.py mnist --profile paper --set ram=random-draw --set 'settings=[0.9]' "
          "--rounds 8000 --device cuda --max-minutes 8.5",
-         _cvar("mnist", "paper", ram="random-draw", settings=[0.9], rounds=8000), 2 * 223 / 60 / 20,
-         "twice the rounds of the stored runs (223 s for a batch of 20 runs of 4000 rounds on a GPU)"),
+         _cvar("mnist", "paper", ram="random-draw", settings=[0.9], rounds=8000), 3,
+         "diagnoses Fig. 3: are the rare-class curves still rising at round 4000?",
+         6.7 / 10, "estimated from the stored runs (223 s for a batch of 20 runs of 4000 rounds on a GPU): a batch "
+         "of 10 is latency-bound, about 6.7 min rather than 3.7 (issue 26)",
+         _CVAR_HORIZON_CPU_H * 60 / 10, "measured: cvar_sweep.py mnist --profile paper --set ram=random-draw --set "
+         "'settings=[0.9]' --rounds 8000 --device cpu --estimate --threads 1", cpu_measured=True, data=("mnist",)),
+    Owed("hics-fmnist-s2", "004", "Table 1's FMNIST column, setting (2): random, pow-d, CS and HiCS-FL with the "
+         "document's CNN, 200 rounds, 3 seeds (the 3 jobs of the four cheap methods)", "book/hics/fmnist",
+         "python scripts/hics_sweep.py paper --setting '(2)' --group main --device cuda --max-minutes 8",
+         _hics_fmnist("s2"), 4,
+         "decides Table 1's FMNIST speed-ups (HiCS-FL 2.5x over random) and Fig. 2 with the document's CNN",
+         _HICS_GPU_MIN * _S2_SHARE / 3,
+         "estimated from " + _HICS_FMNIST_BASIS + "; this item's share: 2.9e7 samples and 1.7e8 evaluation forwards "
+         "(12 % of the work)",
+         _hics_cpu_min(_S2_TRAININGS, _S2_EVALS) / 3,
+         "measured: 0.687 s per client training of the CNN on one thread of this CPU "
+         "(results/hics/3c99a238bd2b822c.csv) x 12,000 trainings (2.3 h), and 43.3 s per evaluation of the 70,000 "
+         "images x 2,400 run-method rounds (29 h: every round is evaluated)", cpu_measured=True, data=("fashion-mnist",),
+         part_of="hics-fmnist-paper"),
+    Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
+         "book/cvar/fmnist_table",
+         "python scripts/cvar_sweep.py fmnist --profile paper --device cuda --max-minutes 8.5",
+         _cvar("fmnist", "paper"), 5, "decides Table 1 (CVaR of the accuracy per alpha, gamma) at the document's scale",
+         114 / 65, "measured: 3.6 ms per batched step of the 65 stacked LeNets on an H100 "
+         "(results/benchmarks/cvar_step_h100.log) x the exact local steps",
+         _CVAR_TABLE1_CPU_H * 60 / 65, "extrapolated from cvar-mnist-authors-ram's measured 38.5 ms per run-step "
+         "of the LeNet on one thread of this CPU over Table 1's 1,932,000 run-steps (cvar.planned_steps); the "
+         "trial of the 65 stacked models (cvar_sweep.py fmnist --profile paper --device cpu --estimate --threads 1) "
+         "did not end within 8 minutes", gpu_measured=True, data=("fashion-mnist",)),
+    Owed("hics-cifar10-paper", "004", "CIFAR-10 training comparison (FedProx mu = 0.1 with Adam, 50 clients, "
+         "10 per round, 500 rounds): Figs. 3, 4(b), 15, 16 and Table 1's CIFAR-10 column (3 alpha settings x 5 "
+         "methods x 3 seeds); in setting (2) random, pow-d, CS and DivFL run 1500 rounds to measure Table 1's "
+         "898-1417 rounds to 0.6", "book/hics/index",
+         "python scripts/hics_sweep.py paper-cifar10 --device cuda --max-minutes 8", _hics_cifar("paper-cifar10"), 6,
+         "decides Table 1's CIFAR-10 column (HiCS-FL 7.3x) on the document's data",
+         188 / 21,
+         "estimated: 720,000 client trainings of 2 epochs x 1,000 images = 1.44e9 samples, 120 min at ~200k "
+         "samples/s (the engine benchmark's grouped rate for this CNN on an H100, results/benchmarks/engine_h100.csv: "
+         "266k samples/s with 25 stacked models); evaluation: 2.1e9 forward passes at a third of a training "
+         "sample's cost, 58 min; pow-d's loss probe, 10 min; ~188 min in all",
+         (1.44e9 * _HICS_MS_PER_SAMPLE + 2.1e9 * _HICS_MS_PER_FORWARD) / 6e4 / 21,
+         "extrapolated from the HiCS-FL FMNIST CNN's measured 0.29 ms per training sample and 0.62 ms per "
+         "evaluation forward on this CPU (a CIFAR CNN of similar cost per sample; not measured: no CIFAR-10 files "
+         "here)",
+         data=("cifar10",), needs="the CIFAR-10 files"),
+    *[Owed(f"fedau-table-{d}", "000", f"Main table on {name} (the document's data set)", "book/fedau/table",
+           f"python scripts/fedau_sweep.py --profile paper --study table --set dataset={d} --device cuda "
+           "--max-minutes 8", _fedau("table", dataset=d), rank,
+           f"decides the FedAU main table's {name} column on the document's data",
+           2 * _FEDAU_MIN, "estimated (3-channel CNNs, ~2x the Fashion-MNIST work) " + _FEDAU_GPU[len("estimated "):],
+           2 * _FEDAU_CPU_MIN, _FEDAU_CPU + ", doubled for 3-channel inputs",
+           data=(d,), needs=f"the {name} files")
+      for rank, d, name in ((7, "cifar10", "CIFAR-10"), (9, "svhn", "SVHN"), (10, "cifar100", "CIFAR-100"),
+                            (11, "cinic10", "CINIC-10"))],
+    Owed("hics-cifar100-paper", "004", "CIFAR-100 training comparison (FedProx mu = 0.1 with Adam, 100 clients, "
+         "20 per round, 1000 rounds): Figs. 5, 17 and Table 1's CIFAR-100 column (the document's 2 alpha settings "
+         "x 5 methods x 3 seeds); DivFL in setting (2) runs 1400 rounds to measure Table 1's 1345 rounds to 0.3",
+         "book/hics/index", "python scripts/hics_sweep.py paper-cifar100 --device cuda --max-minutes 8",
+         _hics_cifar("paper-cifar100"), 8, "decides Table 1's CIFAR-100 column on the document's data", 172 / 12,
+         "estimated: 1,344,000 client trainings of 2 epochs x 500 images = 1.34e9 samples, 112 min at ~200k "
+         "samples/s (as hics-cifar10-paper); evaluation: 1.9e9 forward passes at a third of a training sample's "
+         "cost, 52 min; pow-d's loss probe, 8 min; ~172 min in all",
+         (1.34e9 * _HICS_MS_PER_SAMPLE + 1.9e9 * _HICS_MS_PER_FORWARD) / 6e4 / 12,
+         "extrapolated from the HiCS-FL FMNIST CNN's measured 0.29 ms per training sample and 0.62 ms per "
+         "evaluation forward on this CPU (not measured: no CIFAR-100 files here)", data=("cifar100",), needs="the CIFAR-100 files"),
     Owed("cvar-fig2-causes", "003", "Fig. 2's two quirks separated: zero init alone, double softmax alone, both, "
          "neither, the linear softmax model (with and without the quirks), 3 panels x 5 seeds x 2 methods",
          "book/cvar/synthetic_2d",
          "python scripts/cvar_sweep.py synthetic_2d --profile paper --set "
          "'causes=[neither, zero-init, double-softmax, both, linear, linear-both]' --device cpu --max-minutes 8.5",
          _cvar("synthetic_2d", "paper", causes=["neither", "zero-init", "double-softmax", "both", "linear",
-                                                "linear-both"]), 1.0,
-         "measured on one CPU thread: 10 stacked runs of panel a (4000 rounds) took 8.6 min, of panel c (25000 "
-         "rounds) 10.7 min, about 1 min per run; tiny models, no GPU timing (a CPU is enough)", cpu=True),
+                                                "linear-both"]), 12,
+         "explains Fig. 2's departure (which quirk of the authors' model causes it); the figure itself is stored",
+         None, "no GPU timing: tiny models, a CPU is enough",
+         1.0, "measured on one CPU thread: 10 stacked runs of panel a (4000 rounds) took 8.6 min, of panel c "
+              "(25000 rounds) 10.7 min, about 1 min per run", cpu_measured=True, cpu=True),
+    Owed("fedau-table-paper", "000", "Main table: seven methods x three patterns x 5 seeds, the authors' CNN, "
+         "10,000 rounds (Fashion-MNIST stand-in)", "book/fedau/table",
+         "python scripts/fedau_sweep.py --profile paper --study table --device cuda --max-minutes 8",
+         _fedau("table"), 13, "the method ranking on a stand-in data set (the document has no Fashion-MNIST "
+         "column): compared by rank only", _FEDAU_MIN, _FEDAU_GPU, _FEDAU_CPU_MIN, _FEDAU_CPU,
+         data=("fashion-mnist",)),
+    Owed("hics-fmnist-paper", "004", "The rest of the Fashion-MNIST comparison with the document's CNN (it includes "
+         "hics-fmnist-s2: owed while that is): settings "
+         "(1) and (3) (Figs. 2, 4(a), 13, 14), DivFL (setting (2) for 600 rounds, Table 1's 478), random and "
+         "HiCS-FL at ten times the learning rate (one seed)", "book/hics/fmnist",
+         "python scripts/hics_sweep.py paper --device cuda --max-minutes 8", _hics_fmnist("rest"), 14,
+         "the figures' other settings and DivFL's 478 rounds: secondary to setting (2)",
+         _HICS_GPU_MIN * (1 - _S2_SHARE) / 16,
+         "estimated from " + _HICS_FMNIST_BASIS + " (less hics-fmnist-s2's share)",
+         _hics_cpu_min(_ALL_TRAININGS - _S2_TRAININGS, _ALL_EVALS - _S2_EVALS) / 16,
+         "measured: 0.687 s per client training on one thread of this CPU x 191,000 trainings (DivFL "
+         "trains all 50 clients every round), and 43.3 s per evaluation of the 70,000 images x ~8,300 run-method "
+         "rounds", cpu_measured=True, data=("fashion-mnist",)),
+    Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
+         "client in every round) with the document's CNN; the theory page runs logistic regression",
+         "book/hics/theory", "python scripts/hics_fig6.py --model hics_fmnist_paper --device cuda --max-minutes 8",
+         _hics_fig6, 15, "Fig. 6(a)'s scatter with the document's CNN: a check of Assumption 1, no number to match",
+         30.0, "estimated: 500 rounds x 250 clients x 8 SGD steps, one client at a time (the CNN has batch norm, "
+               "so not the batched path), at ~1.5 ms a step, plus 50 x 250 full-batch gradients",
+         500 * 5.0,
+         "extrapolated: about 5 min a round on one thread (the earlier estimate: 250 clients one at a time, 50 "
+         "rounds also computing 250 full-batch gradients); a one-round trial here did not end within 3 minutes",
+         data=("fashion-mnist",)),
+    Owed("fedau-engine-bench", "000", "Engine throughput on the FedAU Fashion-MNIST CNN against the one-model "
+         "proxy (target >= 0.8x), fp32 and bf16", "book/appendix/engine",
+         "python benchmarks/bench_engine.py --models fedau_fmnist --M 100,400,1000 --paths grouped,proxy "
+         "--out results/benchmarks/engine_fedau_fmnist_h100.csv --device cuda",
+         lambda: (int((_REPO / "results/benchmarks/engine_fedau_fmnist_h100.csv").is_file()), 1), 16,
+         "re-prices the FedAU items (nothing in a document to compare against)",
+         5.0, "estimated: the CIFAR-10 CNN's benchmark took 5-8 min on an H100",
+         0.0, "a GPU benchmark: nothing to pay on a CPU", limit=("--budget", 60.0)),
+    Owed("fedau-cutoff-paper", "000", "Cutoff K x minimum probability figure, the authors' CNN, 10,000 rounds "
+         "(Fashion-MNIST stand-in)", "book/fedau/cutoff",
+         "python scripts/fedau_sweep.py --profile paper --study cutoff --device cuda --max-minutes 8",
+         _fedau("cutoff"), 17, "nothing in the document to compare against (its cutoff x p_min image is not in "
+         "the document)", _FEDAU_MIN, _FEDAU_GPU, _FEDAU_CPU_MIN, _FEDAU_CPU, data=("fashion-mnist",)),
 ]
 
 
 def ledger() -> list[Owed]:
-    """The items with runs still owed."""
-    return [it for it in ITEMS if it.progress()[0] < it.progress()[1]]
+    """The items with runs still owed, most valuable first."""
+    return [it for it in sorted(ITEMS, key=lambda it: it.value) if (lambda p: p[0] < p[1])(it.progress())]
+
+
+def unpaid_ids() -> set[str]:
+    """The ids still owed: the ledger's, and the item each of them is ``part_of`` (an item is owed while any
+    of its parts is: the scorecard's Table 1 FMNIST cells name hics-fmnist-paper, which includes hics-fmnist-s2)."""
+    items = ledger()
+    return {it.id for it in items} | {it.part_of for it in items if it.part_of}
 
 
 def frame(items: list[Owed] | None = None) -> pd.DataFrame:
-    """The ledger as a table, largest estimate first."""
+    """The ledger as a table, most valuable first (``value`` ascending): gpu_minutes and its ``basis``
+    ("measured" on a GPU, else "estimated"), cpu_hours (one thread of this CPU) and ``cpu_basis``
+    ("measured" here, else "extrapolated"); ``estimate`` and ``cpu_estimate`` say from what."""
     rows = []
     for it in ITEMS if items is None else items:
-        done, total, minutes = it.progress()
-        if done < total:
-            rows.append(dict(id=it.id, document=it.document, item=it.item, page=it.page,
-                             runs_done=f"{done} of {total}", gpu_minutes=0 if it.cpu else round(minutes),
-                             cpu_minutes=round(minutes) if it.cpu else 0,
-                             needs=it.needs or ("one CPU thread, no GPU" if it.cpu else "a GPU"),
-                             command=it.command, estimate=it.basis))
+        done, total = it.runs()
+        if done >= total:
+            continue
+        left = total - done
+        gpu = None if it.gpu_min is None else left * it.gpu_min
+        cpu_h = left * it.cpu_min / 60
+        rows.append(dict(id=it.id, value=it.value, document=it.document, item=it.item, page=it.page,
+                         runs_done=f"{done} of {total}",
+                         gpu_minutes=0 if gpu is None else round(gpu, 1),
+                         basis="" if gpu is None else "measured" if it.gpu_measured else "estimated",
+                         cpu_hours=round(cpu_h, 2),
+                         cpu_basis="" if it.cpu_min <= 0 else "measured" if it.cpu_measured else "extrapolated",
+                         cpu_minutes=round(cpu_h * 60) if it.cpu else 0,
+                         needs=it.needs or ("one CPU thread, no GPU" if it.cpu else
+                                            "a GPU, or one CPU thread (--pay --device cpu)" if it.cpu_measured
+                                            else "a GPU"),
+                         why=it.why, command=it.command, estimate=it.basis, cpu_estimate=it.cpu_basis))
     df = pd.DataFrame(rows)
     if df.empty:
         return df
-    # what a GPU alone can pay comes first, largest first; then what a CPU pays; then what also needs data
-    group = (df.needs != "a GPU").astype(int) + (df.cpu_minutes == 0) * (df.needs != "a GPU")
-    order = df.assign(_group=group, _minutes=df.gpu_minutes + df.cpu_minutes)
-    order = order.sort_values(["_group", "_minutes"], ascending=[True, False], kind="stable")
-    return order.drop(columns=["_group", "_minutes"]).reset_index(drop=True)
+    return df.sort_values("value", kind="stable").reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------------ paying
+def payable(item: Owed, device: str) -> tuple[bool, str]:
+    """(whether ``--pay --device device`` takes ``item`` without ``--only``, why not). cuda: the GPU items
+    (not the CPU ones, which would waste a GPU window); cpu: the CPU items and the items whose CPU price
+    was measured on this CPU. Either way its data must be here."""
+    if device == "cuda" and item.cpu:
+        return False, "a CPU item (pay it on a CPU, or name it with --only)"
+    if device == "cpu" and not (item.cpu or item.cpu_measured):
+        return False, "its CPU price is extrapolated, not measured (name it with --only to pay it anyway)"
+    if item.cpu_min <= 0 and device == "cpu":
+        return False, "nothing to pay on a CPU"
+    if not item.data_here():
+        return False, f"needs {item.needs or ', '.join(item.data)}"
+    return True, ""
+
+
+def _results_root() -> Path:
+    return Path(os.environ.get("FLKIT_RESULTS") or _REPO / "results")
+
+
+def _snapshot(root: Path) -> dict[Path, tuple[int, int]]:
+    """{file: (size, mtime_ns)} under root (temporary files of writers left out)."""
+    out = {}
+    if root.is_dir():
+        for p in root.rglob("*"):
+            if p.is_file() and not p.name.endswith(".tmp"):
+                st = p.stat()
+                out[p] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _show(p: Path) -> str:
+    try:
+        return str(p.relative_to(_REPO))
+    except ValueError:
+        return str(p)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def report_files(before: dict, after: dict, root: Path, out=print) -> list[Path]:
+    """Print what a pay changed under ``root``: the files to commit (new or changed: results, manifests and
+    checkpoints, each with its size; over ``FILE_CAP`` flagged), the files deleted (checkpoints of runs that
+    completed), and the ``git add`` line. Scratch (``tmp/``, git-ignored) is listed apart. Returns the new or
+    changed files."""
+    changed = sorted(p for p, v in after.items() if before.get(p) != v)
+    gone = sorted(p for p in before if p not in after)
+    if not changed and not gone:
+        out("no files changed")
+        return changed
+    scratch = lambda p: (root / "tmp") in p.parents  # noqa: E731
+    keep = [p for p in changed if not scratch(p)]
+    for title, files in (("to commit", keep), ("scratch (results/tmp, git-ignored)", [p for p in changed if scratch(p)])):
+        if files:
+            out(f"{title}:")
+            for p in files:
+                size = after[p][0]
+                what = " (checkpoint: commit while its run is unfinished)" if "checkpoints" in p.parts else ""
+                flag = f"  OVER {FILE_CAP // 2**20} MiB: split it before committing" if size > FILE_CAP else ""
+                out(f"  {_show(p)}  {_size(size)}{what}{flag}")
+    if gone:
+        out("deleted (finished runs' checkpoints; git add -A records it):")
+        for p in gone:
+            out(f"  {_show(p)}")
+    dirs = sorted({_show(p.parent) for p in keep + [g for g in gone if not scratch(g)]})
+    if dirs:
+        out("git add -A -- " + " ".join(shlex.quote(d) for d in dirs))
+    return changed
+
+
+def pay(minutes: float, device: str, only: str | None = None, *, piece_minutes: float | None = None,
+        max_pieces: int | None = None, threads: int | None = 1, out=print) -> int:
+    """Pay the most valuable payable items for at most ``minutes`` (module docstring); the exit status."""
+    t0 = time.time()
+    deadline = t0 + 60 * minutes
+    margin = max(0.25, 0.05 * minutes)           # minutes kept for the last piece's exit and the report
+    cap = piece_minutes or PIECE_MINUTES[device]
+    least = min(1.0, cap)                         # a piece shorter than this is not started
+    root = _results_root()
+    before = _snapshot(root)
+    failed: dict[str, str] = {}
+    pieces, code = 0, 0
+
+    def candidates() -> list[Owed]:
+        items = [it for it in sorted(ITEMS, key=lambda it: it.value) if it.id not in failed]
+        if only is not None:
+            items = [it for it in items if it.id == only]
+        else:
+            items = [it for it in items if payable(it, device)[0]]
+        return [it for it in items if (lambda p: p[0] < p[1])(it.runs())]
+
+    while True:
+        todo = candidates()
+        if not todo:
+            break
+        left = (deadline - time.time()) / 60 - margin
+        if left < least or (max_pieces is not None and pieces >= max_pieces):
+            code = EXIT_UNFINISHED
+            break
+        it = todo[0]
+        piece = min(cap, left)
+        argv = it.argv(device, piece, threads if device == "cpu" else None)
+        done, total = it.runs()
+        out(f"[{it.id}] value {it.value}, {done} of {total} runs stored; piece of {piece:.2f} min:\n    "
+            + " ".join(shlex.quote(a) for a in argv), flush=True)
+        pieces += 1
+        tic = time.time()
+        try:
+            rc = subprocess.run(argv, cwd=_REPO, timeout=max(1.0, deadline - time.time() - 5)).returncode
+        except subprocess.TimeoutExpired:
+            out(f"[{it.id}] killed at the pay's deadline (its last checkpoint stands)")
+            code = EXIT_UNFINISHED
+            break
+        done2, _ = it.runs()
+        out(f"[{it.id}] exit {rc} after {(time.time() - tic) / 60:.2f} min; {done2} of {total} runs stored", flush=True)
+        if rc == EXIT_UNFINISHED:
+            continue
+        if rc != 0:
+            failed[it.id] = f"exit status {rc}"
+        elif done2 < total:
+            failed[it.id] = "the command finished but the ledger still counts runs owed"
+    for k, why in failed.items():
+        out(f"FAILED [{k}]: {why}")
+    report_files(before, _snapshot(root), root, out=out)
+    if failed:
+        return 1
+    left_items = [it.id for it in candidates()]
+    if left_items and code == 0:
+        code = EXIT_UNFINISHED
+    out(("work left: " + ", ".join(left_items) + " (call again)") if left_items else "nothing payable is left")
+    return code if left_items else 0
+
+
+class _OneLine(argparse.ArgumentParser):
+    def error(self, message):   # one line, exit status 2
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return v
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="The owed-work ledger, largest first.")
+    ap = _OneLine(prog="python -m flkit.owed", description="The owed-work ledger, most valuable first.")
     ap.add_argument("--commands", action="store_true", help="print only the commands")
+    ap.add_argument("--pay", action="store_true", help="pay the most valuable payable items (module docstring)")
+    ap.add_argument("--minutes", type=_positive, default=None, help="with --pay: stop cleanly before this")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default=None, help="with --pay: cpu or cuda")
+    ap.add_argument("--only", default=None, metavar="ID", help="with --pay: this item only (any device)")
+    ap.add_argument("--piece-minutes", type=_positive, default=None,
+                    help="with --pay: the longest piece (default 8 on cuda, 30 on cpu)")
+    ap.add_argument("--max-pieces", type=int, default=None, help="with --pay: stop after this many pieces")
+    ap.add_argument("--threads", type=int, default=1, help="with --pay --device cpu: torch threads (default 1)")
     args = ap.parse_args(argv)
+    if args.pay:
+        if args.minutes is None or args.device is None:
+            ap.error("--pay needs --minutes N and --device cpu|cuda")
+        if args.only is not None and args.only not in {it.id for it in ITEMS}:
+            ap.error(f"--only {args.only!r}: no such item; known: {', '.join(it.id for it in ITEMS)}")
+        if args.max_pieces is not None and args.max_pieces < 1:
+            ap.error(f"--max-pieces must be >= 1, got {args.max_pieces}")
+        if args.threads < 1:
+            ap.error(f"--threads must be >= 1, got {args.threads}")
+        if args.device == "cuda":
+            import torch
+            if not torch.cuda.is_available():
+                ap.error("--device cuda: this machine has no CUDA device")
+        if args.only is not None:
+            it = next(i for i in ITEMS if i.id == args.only)
+            if not it.data_here():
+                ap.error(f"--only {it.id}: needs {it.needs or ', '.join(it.data)}, not found here")
+        return pay(args.minutes, args.device, args.only, piece_minutes=args.piece_minutes,
+                   max_pieces=args.max_pieces, threads=args.threads,
+                   out=lambda *a, **k: print(*a, **k))
+    for name in ("minutes", "device", "only", "piece_minutes", "max_pieces"):
+        if getattr(args, name) is not None:
+            ap.error(f"--{name.replace('_', '-')} goes with --pay")
     df = frame()
     if args.commands:
         print("\n".join(df.command))
@@ -243,10 +618,14 @@ def main(argv=None) -> int:
         print("nothing is owed")
         return 0
     for _, r in df.iterrows():
-        left = f"{r.cpu_minutes} CPU minutes" if r.cpu_minutes else f"{r.gpu_minutes} GPU minutes"
-        print(f"[{r.id}] document {r.document}: {r['item']}\n    {r.runs_done} runs stored, about {left} "
-              f"left ({r.estimate}); needs {r.needs}\n    {r.command}\n")
-    print(f"total: about {df.gpu_minutes.sum()} GPU minutes and {df.cpu_minutes.sum()} minutes of one CPU thread")
+        gpu = (f"{r.gpu_minutes:.0f} GPU minutes ({r.basis})" if r.basis else "no GPU")
+        cpu = f"{r.cpu_hours:.1f} CPU hours ({r.cpu_basis})" if r.cpu_basis else "no CPU work"
+        print(f"[{r.id}] value {r.value}, document {r.document}: {r['item']}\n    why: {r.why}\n"
+              f"    {r.runs_done} runs stored; left: {gpu}, {cpu}; needs "
+              f"{r.needs}\n    GPU: {r.estimate}\n    CPU: {r.cpu_estimate}\n    {r.command}\n")
+    print(f"total: about {df.gpu_minutes.sum():.0f} GPU minutes "
+          f"({df.gpu_minutes[df.basis == 'measured'].sum():.0f} measured) and {df.cpu_hours.sum():.0f} hours of "
+          f"one CPU thread ({df.cpu_hours[df.cpu_basis == 'measured'].sum():.0f} measured)")
     return 0
 
 

@@ -76,6 +76,7 @@ class EngineTask:
     train_metrics: bool = False
     eval_batch_size: int = 1024
     chunk: int = 512
+    dedup: bool = True          # draw the batches of pairs with the same (seed, client, split) once a round
     log: object = print
     names: list = field(init=False)
     shapes: list = field(init=False)
@@ -114,6 +115,8 @@ class EngineTask:
                 idx = torch.as_tensor(np.asarray(idx), dtype=torch.long)
                 pool[i, :len(idx)], pool[i, len(idx):] = idx, idx[0]
             self._pool[key] = (pool.to(self.x.device), torch.tensor([len(i) for i in c], device=self.x.device))
+        # the same index lists on the host: `steps` minibatches are drawn from them without reading a device tensor
+        self._host = {key: [np.asarray(i, dtype=np.int64).reshape(-1) for i in c] for key, c in splits.items()}
         self._fast = None
         self.steps_done = 0
         self.paths: list[str] = []     # how local training computed, one entry per change (resumed pieces too)
@@ -177,14 +180,32 @@ class EngineTask:
         return self._batches([seed], [client], t, [seed if split is None else split])
 
     def _batches(self, seeds, clients, t, splits) -> tuple[Tensor, Tensor]:
+        """The round-t minibatches (P, S, B) and steps (P,) of the (seed, client, split) of each pair. A pair's
+        batches depend on those three and t only, so runs that share a seed (a comparison's methods) share
+        them: each distinct (seed, client, split) is drawn once and repeated (``dedup``; bitwise the same
+        batches as drawing every pair, a FedAU batch of 7 methods x 5 seeds draws 7x fewer)."""
+        if not self.dedup:
+            return self._draw(seeds, clients, t, splits)
+        keys = [(int(s), int(c), repr(k)) for s, c, k in zip(seeds, clients, splits)]
+        first: dict = {}
+        where = [first.setdefault(k, i) for i, k in enumerate(keys)]
+        if len(first) == len(keys):
+            return self._draw(seeds, clients, t, splits)
+        uniq = list(first.values())                       # positions of each key's first pair
+        slot = {i: j for j, i in enumerate(uniq)}
+        b, st = self._draw([seeds[i] for i in uniq], [clients[i] for i in uniq], t, [splits[i] for i in uniq])
+        idx = torch.tensor([slot[i] for i in where], dtype=torch.long, device=b.device)
+        return b.index_select(0, idx), st.index_select(0, idx.to(st.device))
+
+    def _draw(self, seeds, clients, t, splits) -> tuple[Tensor, Tensor]:
         gens = [self._generator(s, t, c) for s, c in zip(seeds, clients)]
+        if self.steps is not None:   # each pair's indices from the host copy (no device read, the same batches)
+            host = [self._host[k if isinstance(self.clients, dict) else None][c] for k, c in zip(splits, clients)]
+            made = [engine.sample_batches([idx], self.batch_size, self.steps, g) for idx, g in zip(host, gens)]
+            return torch.cat([b for b, _ in made]), torch.cat([s for _, s in made])
         rows = [self._split(k) for k in splits]
         pool = torch.stack([p[c] for (p, _), c in zip(rows, clients)])
         n = torch.stack([m[c] for (_, m), c in zip(rows, clients)])
-        if self.steps is not None:
-            made = [engine.sample_batches([pool[k, :int(n[k])]], self.batch_size, self.steps, g)
-                    for k, g in enumerate(gens)]
-            return torch.cat([b for b, _ in made]), torch.cat([s for _, s in made])
         return engine.epoch_batches(pool, self.batch_size, self.epochs, generators=gens, sizes=n, last="pad")
 
     def _lr(self, lr: Tensor) -> dict:
@@ -230,11 +251,16 @@ class EngineTask:
         pairs = active.nonzero()
         delta = w.new_zeros(len(pairs), w.shape[1])
         local = w.new_zeros(len(pairs), w.shape[1])
+        rr_all, cc_all = pairs[:, 0].tolist(), pairs[:, 1].tolist()   # one host transfer for the round
+        draw = lambda a, b: self._batches([runs.seeds[r] for r in rr_all[a:b]], cc_all[a:b], t,  # noqa: E731
+                                          [self._key(runs, r) for r in rr_all[a:b]])
+        # `steps` minibatches: each pair's draw is its own, so the round's distinct pairs are drawn at once (across
+        # chunks); epochs: a chunk's batches are padded to its longest client, so each chunk draws its own
+        whole = draw(0, len(pairs)) if self.steps is not None and len(pairs) else None
         for c0 in range(0, len(pairs), self.chunk):
             pr = pairs[c0:c0 + self.chunk]
-            rr = pr[:, 0].tolist()
-            batches, steps = self._batches([runs.seeds[r] for r in rr], pr[:, 1].tolist(), t,
-                                           [self._key(runs, r) for r in rr])
+            batches, steps = ((whole[0][c0:c0 + self.chunk], whole[1][c0:c0 + self.chunk]) if whole is not None
+                              else draw(c0, c0 + len(pr)))
             lr = runs.local_lr[pr[:, 0]].to(device=w.device, dtype=w.dtype)
             w0 = w[pr[:, 0]]
             new = self.flatten(self._train(self.unflatten(w0), batches, steps, lr))

@@ -10,7 +10,8 @@ seeds train together in one vectorized fl.run call; a call stopped by --max-minu
 under results/fedau/checkpoints/ and the next call continues from it, so the paper profile can be paid in
 pieces, on several machines: carry results/fedau/ (the stored runs and checkpoints/) to the next one.
 MIFA and FedVarp (an N x d table per run) are batched apart from the other methods, so a checkpoint holds
-models only (about 20 MB for a pattern's 25 CNN runs). Exit status: 0 when every run is stored, 75 when
+models only (about 20 MB for a pattern's 25 CNN runs, written as two parts of at most 15 MiB: flkit.fl.
+save_checkpoint). Exit status: 0 when every run is stored, 75 when
 stopped early (call again).
 """
 from __future__ import annotations
@@ -55,9 +56,10 @@ def _parse(argv=None):
 
 
 def main(argv=None) -> int:
+    t_start = time.time()  # --max-minutes counts from here (start-up included, as the ledger's pay expects)
     args = _parse(argv)
     s = args.settings
-    deadline = None if args.max_minutes is None else time.time() + 60 * args.max_minutes
+    deadline = None if args.max_minutes is None else t_start + 60 * args.max_minutes
     ckpt = table.store_for(s).root / "checkpoints"
     studies = ["table", "cutoff"] if args.study == "all" else [args.study]
     try:

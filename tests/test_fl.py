@@ -436,3 +436,35 @@ def test_stale_checkpoint_temp_files_are_removed_and_fresh_ones_kept(tmp_path):
     os.utime(old, (time.time() - 3600,) * 2)
     _line_run({5: 1.0}, [5], rounds=2, checkpoint=tmp_path / "ck.pt")
     assert not old.exists() and fresh.exists()
+
+
+def test_a_large_checkpoint_is_written_in_parts_under_the_cap(tmp_path, monkeypatch):
+    """A state over fl.PART_BYTES goes to parts of at most that size plus a small index (written last); the run
+    resumes from them to the same numbers, a rewrite removes the parts it no longer names, the end removes all."""
+    monkeypatch.setattr(fl, "PART_BYTES", 1500)
+    obj = {"w": torch.arange(3000, dtype=torch.float32), "t": 3}
+    ck = tmp_path / "ck.pt"
+    written = fl.save_checkpoint(obj, ck)
+    parts = [p for p in written if p != ck]
+    assert len(parts) >= 7 and all(p.stat().st_size <= 1500 for p in parts) and ck.stat().st_size < 3000
+    got = fl.load_checkpoint(ck)
+    assert got["t"] == 3 and torch.equal(got["w"], obj["w"])
+    fl.save_checkpoint({"w": obj["w"] + 1, "t": 4}, ck)
+    assert not any(p.exists() for p in parts) and fl.load_checkpoint(ck)["t"] == 4
+    fl.save_checkpoint({"t": 5}, ck)                                # small again: one file, no parts
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.pt"] and fl.load_checkpoint(ck) == {"t": 5}
+    fl.save_checkpoint(obj, ck)
+    victim = next(p for p in tmp_path.iterdir() if ".part" in p.name)
+    victim.write_bytes(b"x" * victim.stat().st_size)
+    with pytest.raises(RuntimeError, match="do not match"):
+        fl.load_checkpoint(ck)
+    fl.remove_checkpoint(ck)
+    assert list(tmp_path.iterdir()) == []
+    task = _task()
+    algs = {"fedau": ALGS["fedau"]}
+    ref = fl.run(task, algs, seeds=SEEDS, rounds=T, availability=_avail, every=2)
+    with pytest.raises(fl.Deadline):
+        fl.run(task, algs, seeds=SEEDS, rounds=T, availability=_avail, every=2, checkpoint=ck, deadline=time.time() - 1)
+    assert len(list(tmp_path.glob("ck.pt.*.part*"))) > 1
+    res = fl.run(task, algs, seeds=SEEDS, rounds=T, availability=_avail, every=2, checkpoint=ck)
+    assert res.resumed_from == 1 and torch.equal(res.final_w, ref.final_w) and list(tmp_path.iterdir()) == []

@@ -162,3 +162,31 @@ def test_theory_profile_fig6_validation():
         TH.profile("smoke", fig6=dict(DS.FIG6, model="resnet"))
     with pytest.raises(ValueError, match="every"):
         TH.profile("smoke", fig6=dict(DS.FIG6, every=0))
+
+
+def test_fig6_run_resumes_from_its_checkpoint_to_the_same_rows(tmp_path):
+    """run_fig6 stopped at a deadline (flkit.fl.Deadline, after one round) and called again from its checkpoint
+    gives the rows of an uninterrupted run; the checkpoint is removed at the end."""
+    from flkit import fl
+    g = torch.Generator().manual_seed(0)
+    y = torch.arange(10).repeat(40)
+    data = SimpleNamespace(x_train=torch.rand(400, 1, 28, 28, generator=g), y_train=y,
+                           x_test=torch.rand(50, 1, 28, 28, generator=g), y_test=torch.arange(10).repeat(5))
+    cfg = dict(DS.FIG6, clients=6, size=20, rounds=5, every=2)
+    whole = DS.run_fig6(cfg, data)
+    ck = tmp_path / "checkpoints" / "fig6.pt"
+    stops = 0
+    while True:
+        try:
+            got = DS.run_fig6(cfg, data, checkpoint=ck, deadline=0.0)   # a deadline passed: one round a call
+            break
+        except fl.Deadline:
+            stops += 1
+            assert ck.is_file()
+    assert stops == 4 and not ck.exists()
+    pd.testing.assert_frame_equal(got, whole)
+    ck.parent.mkdir(exist_ok=True)
+    with pytest.raises(fl.Deadline):
+        DS.run_fig6(cfg, data, checkpoint=ck, deadline=0.0)
+    with pytest.raises(RuntimeError, match="another run"):
+        DS.run_fig6(dict(cfg, seed=1), data, checkpoint=ck)

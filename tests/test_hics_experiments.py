@@ -407,3 +407,36 @@ def test_smoke_cifar10_end_to_end(tmp_path, monkeypatch):
     fmnist = datasets.Dataset("fashion-mnist", *[torch.zeros(1)] * 4, [])
     with pytest.raises(ValueError, match="job of dataset 'cifar10' given data of 'fashion-mnist'"):
         X.run_job(js[0], fmnist)
+
+
+def _hics_sweep_script():
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "scripts" / "hics_sweep.py"
+    spec = importlib.util.spec_from_file_location("hics_sweep", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_hics_sweep_resumes_from_a_piece_to_identical_results(tmp_path, monkeypatch):
+    """scripts/hics_sweep.py smoke --setting (2) --group main with a deadline that stops after one round: exit 75,
+    the job's checkpoint under the store's checkpoints/ (under 16 MiB); the next call resumes it and stores the
+    same bytes as an uninterrupted sweep; the checkpoint is removed."""
+    from flkit import datasets, owed, results
+    if not datasets.available("fashion-mnist"):
+        pytest.skip("needs the Fashion-MNIST files")
+    script = _hics_sweep_script()
+    argv = ["smoke", "--setting", "(2)", "--group", "main"]
+    js = script.selected(script._parse(argv))
+    assert len(js) == 2 and all(X.is_setting2_main(j) for j in js)
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "a"))
+    assert script.main(argv + ["--max-minutes", "0.001"]) == 75
+    store = results.book_store("tmp/hics")
+    ckpts = list((store.root / "checkpoints").glob("job-*.pt"))
+    assert len(ckpts) == 1 and ckpts[0].stat().st_size <= owed.FILE_CAP and not any(store.done(j) for j in js)
+    assert script.main(argv) == 0 and all(store.done(j) for j in js) and not ckpts[0].exists()
+    a = {p.name: p.read_bytes() for p in store.root.glob("*.csv")}
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "b"))
+    assert script.main(argv) == 0
+    b = {p.name: p.read_bytes() for p in results.book_store("tmp/hics").root.glob("*.csv")}
+    assert len(a) == 2 and a == b

@@ -1,8 +1,11 @@
 """The owed-work ledger: every command parses with its script, progress is counted from the stores."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,28 +36,194 @@ def test_progress_counts_the_store(tmp_path, monkeypatch):
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
     item = next(it for it in owed.ITEMS if it.id == "fedau-table-paper")
     done, total, minutes = item.progress()
-    assert (done, total) == (0, 105) and minutes == pytest.approx(105 * item.minutes_per_run)
+    assert (done, total) == (0, 105) and minutes == pytest.approx(105 * item.gpu_min)
     s = table.profile("paper")
     c = table.configs(s)[0]
     import pandas as pd
     table.store_for(s).save(c, pd.DataFrame({"round": [0], "metric": ["test_acc"], "value": [0.1]}))
     assert item.progress()[:2] == (1, 105)
     df = owed.frame()
-    gpu_only = (df.needs == "a GPU").to_numpy()
-    assert gpu_only[:gpu_only.sum()].all()                  # what a GPU alone can pay comes first,
-    assert df.gpu_minutes[gpu_only].is_monotonic_decreasing  # largest first
-    assert {"fedau-table-paper", "fedau-cutoff-paper", "cvar-table1-paper"} <= set(df.id[gpu_only])
+    assert df.set_index("id").loc["fedau-table-paper", "runs_done"] == "1 of 105"
+    assert df.set_index("id").loc["fedau-table-paper", "gpu_minutes"] == pytest.approx(104 * item.gpu_min, abs=0.1)
+
+
+def test_ledger_is_ordered_by_value(tmp_path, monkeypatch):
+    """Most valuable first: the runs that decide a document's claim (the Fed-CVaR-Avg MNIST diagnostics, HiCS-FL
+    with the document's CNN in setting (2), Fed-CVaR-Avg Table 1) lead; the FedAU cutoff figure (nothing in the
+    document to compare against) is last. Ranks are unique."""
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    df = owed.frame()
+    assert df.value.is_monotonic_increasing and df.value.is_unique
+    assert sorted(it.value for it in owed.ITEMS) == list(range(1, len(owed.ITEMS) + 1))
+    ids = list(df.id)
+    first = ["cvar-mnist-authors-ram", "cvar-mnist-input-scaling", "cvar-mnist-horizon", "hics-fmnist-s2",
+             "cvar-table1-paper"]
+    assert ids[:5] == first and ids[-1] == "fedau-cutoff-paper"
+    assert [it.id for it in owed.ledger()] == ids
+
+
+def test_every_item_is_priced_honestly(tmp_path, monkeypatch):
+    """GPU minutes 'measured' only where measured on a GPU, else the text says 'estimated'; CPU hours for every
+    item, 'measured' on this CPU or 'extrapolated' with its basis; a CPU item has no GPU minutes."""
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    df = owed.frame()
+    for col in ("value", "cpu_hours", "gpu_minutes", "basis", "cpu_basis", "estimate", "cpu_estimate", "why"):
+        assert col in df.columns, col
+    for it in owed.ITEMS:
+        assert it.why and it.cpu_basis
+        if it.gpu_min is None:
+            assert it.cpu
+        elif it.gpu_measured:
+            assert it.basis.startswith("measured"), it.id
+        else:
+            assert it.basis.startswith("estimated"), it.id
+        assert it.cpu_basis.startswith("measured") == it.cpu_measured or it.cpu_min == 0, it.id
+    g = df.set_index("id")
+    assert set(g.basis[g.gpu_minutes > 0]) <= {"measured", "estimated"}
+    assert g.loc["cvar-fig2-causes", "gpu_minutes"] == 0 and g.loc["cvar-fig2-causes", "cpu_hours"] > 0
+    assert (g.drop(index="fedau-engine-bench").cpu_hours > 0).all()
     cpu = df[df.cpu_minutes > 0]                              # CPU work is labelled as such, not as GPU minutes
     assert (cpu.gpu_minutes == 0).all() and cpu.needs.str.contains("CPU").all()
-    assert all(owed_item.cpu for owed_item in owed.ITEMS if owed_item.id in set(cpu.id))
+
+
+def test_payable_rule(monkeypatch):
+    """On cuda: the GPU items; on cpu: the CPU items and those whose CPU price was measured here; data present."""
+    monkeypatch.setattr(owed.Owed, "data_here", lambda self: True)
+    by = {it.id: it for it in owed.ITEMS}
+    assert owed.payable(by["cvar-mnist-authors-ram"], "cpu")[0] and owed.payable(by["cvar-mnist-authors-ram"], "cuda")[0]
+    assert owed.payable(by["cvar-fig2-causes"], "cpu")[0] and not owed.payable(by["cvar-fig2-causes"], "cuda")[0]
+    ok, why = owed.payable(by["fedau-cutoff-paper"], "cpu")
+    assert not ok and "extrapolated" in why
+    monkeypatch.setattr(owed.Owed, "data_here", lambda self: not self.data or "cifar10" not in self.data)
+    ok, why = owed.payable(by["hics-cifar10-paper"], "cuda")
+    assert not ok and "CIFAR-10" in why
+
+
+def test_argv_sets_device_limit_and_threads():
+    it = next(i for i in owed.ITEMS if i.id == "cvar-mnist-horizon")
+    argv = it.argv("cpu", 2.5, 1)
+    assert argv[0] == sys.executable and argv[1].endswith("scripts/cvar_sweep.py")
+    assert argv.count("--device") == 1 and argv[argv.index("--device") + 1] == "cpu"
+    assert argv.count("--max-minutes") == 1 and float(argv[argv.index("--max-minutes") + 1]) == 2.5
+    assert argv[argv.index("--threads") + 1] == "1" and "settings=[0.9]" in argv
+    bench = next(i for i in owed.ITEMS if i.id == "fedau-engine-bench")
+    b = bench.argv("cuda", 2.0)
+    assert "--max-minutes" not in b and float(b[b.index("--budget") + 1]) == 120.0
+
+
+# ---------------------------------------------------------------------------------------------- --pay
+TINY = ("python scripts/cvar_sweep.py synthetic_2d --profile smoke --set 'panels=[a]' --set 'alphas=[1.0]' "
+        "--set 'authors_model_seeds=[]' --set 'seeds=[0, 1]' --device cuda --max-minutes 8.5")
+
+
+def _tiny_runs():
+    from flkit.papers import cvar
+    s = cvar.settings("synthetic_2d", "smoke", panels=["a"], alphas=[1.0], authors_model_seeds=[], seeds=[0, 1])
+    store = cvar.store_for(s)
+    cs = cvar.run_configs(s)
+    return sum(store.done(c) for c in cs), len(cs)
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """The ledger replaced by one tiny item: two Fig. 2(a) runs of the cvar smoke profile (seconds on a CPU)."""
+    item = owed.Owed("tiny", "003", "smoke", "book/cvar/synthetic_2d", TINY, _tiny_runs, 1, "a test", None,
+                     "no GPU", 0.01, "measured: a test", cpu_measured=True, cpu=True)
+    monkeypatch.setattr(owed, "ITEMS", [item])
+    return item
+
+
+def _stored(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((root / "tmp" / "cvar" / "synthetic_2d").glob("*.csv"))}
+
+
+def test_pay_stopped_at_a_piece_boundary_resumes_to_identical_results(tiny, tmp_path, monkeypatch, capsys):
+    """A pay cut after one short piece (exit 75, a checkpoint under the cap listed to commit) and a second pay
+    store the same bytes as one uninterrupted pay; the finished run's checkpoint is deleted."""
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "a"))
+    assert owed.main(["--pay", "--minutes", "5", "--device", "cpu", "--piece-minutes", "0.01",
+                      "--max-pieces", "1"]) == 75
+    ckpts = list((tmp_path / "a" / "tmp" / "cvar" / "checkpoints").glob("*.pt"))
+    assert len(ckpts) == 1 and 0 < ckpts[0].stat().st_size <= owed.FILE_CAP
+    out = capsys.readouterr().out
+    assert ckpts[0].name in out and "work left: tiny" in out and _tiny_runs() == (0, 2)
+    assert owed.main(["--pay", "--minutes", "5", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing payable is left" in out and "deleted" in out and ckpts[0].name in out
+    assert not ckpts[0].exists() and _tiny_runs() == (2, 2)
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "b"))
+    assert owed.main(["--pay", "--minutes", "5", "--device", "cpu"]) == 0
+    a, b = _stored(tmp_path / "a"), _stored(tmp_path / "b")
+    assert len(a) == 2 and a == b
+    capsys.readouterr()
+    assert owed.main(["--pay", "--minutes", "5", "--device", "cpu"]) == 0     # nothing left: no piece runs
+    assert "piece of" not in capsys.readouterr().out
+
+
+def test_pay_stops_before_its_minutes(tiny, tmp_path, monkeypatch, capsys):
+    """Too little time for a piece (the margin and the shortest piece): exit 75 at once, nothing run."""
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    monkeypatch.setattr(owed.subprocess, "run", lambda *a, **k: pytest.fail("a piece started"))
+    assert owed.main(["--pay", "--minutes", "0.2", "--device", "cpu"]) == 75
+    assert "work left: tiny" in capsys.readouterr().out
+
+
+def test_pay_failed_command_exits_1(tiny, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    monkeypatch.setattr(owed.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 3))
+    assert owed.main(["--pay", "--minutes", "5", "--device", "cpu"]) == 1
+    assert "FAILED [tiny]: exit status 3" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,word", [
+    (["--pay", "--minutes", "0", "--device", "cpu"], "--minutes"),
+    (["--pay", "--minutes", "-3", "--device", "cpu"], "--minutes"),
+    (["--pay", "--minutes", "nan", "--device", "cpu"], "--minutes"),
+    (["--pay", "--minutes", "ten", "--device", "cpu"], "--minutes"),
+    (["--pay", "--minutes", "5", "--device", "cpu", "--only", "nope"], "no such item"),
+    (["--pay", "--minutes", "5", "--device", "tpu"], "--device"),
+    (["--pay", "--minutes", "5", "--device", "cuda"], "no CUDA"),
+    (["--pay", "--device", "cpu"], "--minutes"),
+    (["--minutes", "5"], "goes with --pay"),
+])
+def test_pay_bad_input_is_one_line(argv, word, monkeypatch, capsys):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(owed, "pay", lambda *a, **k: pytest.fail("work started"))
+    with pytest.raises(SystemExit) as e:
+        owed.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("python -m flkit.owed: error: ") and word in err[0], err
+
+
+def test_only_an_item_whose_data_are_missing_is_refused(monkeypatch, capsys):
+    monkeypatch.setattr(owed.Owed, "data_here", lambda self: False)
+    monkeypatch.setattr(owed, "pay", lambda *a, **k: pytest.fail("work started"))
+    with pytest.raises(SystemExit) as e:
+        owed.main(["--pay", "--minutes", "5", "--device", "cpu", "--only", "hics-cifar10-paper"])
+    assert e.value.code == 2 and "CIFAR-10 files" in capsys.readouterr().err
+
+
+def test_tracked_result_files_stay_under_the_cap():
+    """Every result, manifest or checkpoint file the repository tracks weighs at most 16 MiB (what a GPU window
+    brings back per file; split or compress a larger one)."""
+    out = subprocess.run(["git", "ls-files", "-z", "results"], cwd=REPO, capture_output=True, check=True).stdout
+    big = [f for f in out.decode().split("\0") if f and (REPO / f).is_file()
+           and (REPO / f).stat().st_size > owed.FILE_CAP]
+    assert not big, big
 
 
 def test_hics_fmnist_paper_counts_its_19_runs(tmp_path, monkeypatch):
-    """19 runs (DivFL's 3 of setting (2) at 600 rounds among them), ~41 GPU minutes in all (the basis's sum)."""
+    """19 runs (DivFL's 3 of setting (2) at 600 rounds among them): setting (2)'s three jobs of the four cheap
+    methods first (hics-fmnist-s2), the 16 others apart; 3 x 41 GPU minutes in all (the basis's sum, x3 for
+    the one-client loop)."""
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
-    item = next(it for it in owed.ITEMS if it.id == "hics-fmnist-paper")
-    assert item.progress() == (0, 19, pytest.approx(41.0))
-    assert "600" in item.item and "4.9e8" in item.basis
+    s2 = next(it for it in owed.ITEMS if it.id == "hics-fmnist-s2")
+    rest = next(it for it in owed.ITEMS if it.id == "hics-fmnist-paper")
+    (d1, n1, m1), (d2, n2, m2) = s2.progress(), rest.progress()
+    assert (d1, n1, d2, n2) == (0, 3, 0, 16) and m1 + m2 == pytest.approx(123.0)
+    assert "600" in rest.item and "4.9e8" in rest.basis and s2.value < rest.value
 
 
 @pytest.mark.parametrize("name,runs,minutes,data", [("hics-cifar10-paper", 21, 188.0, "CIFAR-10"),
@@ -65,6 +234,30 @@ def test_hics_cifar_items_count_their_runs(tmp_path, monkeypatch, name, runs, mi
     item = next(it for it in owed.ITEMS if it.id == name)
     assert item.progress() == (0, runs, pytest.approx(minutes))
     assert item.needs == f"the {data} files" and not item.cpu and item.document == "004"
-    assert item.command == f"python scripts/hics_sweep.py paper-{name.split('-')[1]} --device cuda"
+    assert item.command == f"python scripts/hics_sweep.py paper-{name.split('-')[1]} --device cuda --max-minutes 8"
     df = owed.frame()
     assert df.set_index("id").loc[name, "needs"] == f"the {data} files"
+
+
+def test_checkpoints_are_committed_and_temporary_files_are_not():
+    """Mid-run checkpoints under results/<chapter>/checkpoints/ (and their parts) are not git-ignored, so a pay's
+    progress can be committed; writers' temporary files and the scratch folder are."""
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO).returncode == 0
+    assert not ignored("results/cvar/checkpoints/batch-0123456789abcdef.pt")
+    assert not ignored("results/fedau/checkpoints/0123456789abcdef.pt.0123456789ab.part00")
+    assert not ignored("results/hics/checkpoints/job-0123456789abcdef.pt")
+    assert ignored("results/cvar/checkpoints/.batch-0123.pt.123.abcd1234.tmp")
+    assert ignored("results/tmp/cvar/checkpoints/batch-0123.pt")
+
+
+def test_a_part_keeps_its_whole_owed(tmp_path, monkeypatch):
+    """hics-fmnist-s2 is part of hics-fmnist-paper: with only the part unpaid, the whole is still owed (the
+    scorecard items naming hics-fmnist-paper stay owed until both are paid)."""
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    rest = next(it for it in owed.ITEMS if it.id == "hics-fmnist-paper")
+    monkeypatch.setattr(owed, "ITEMS", [dataclasses.replace(rest, runs=lambda: (16, 16)) if it.id == rest.id else it
+                                        for it in owed.ITEMS])
+    ids = owed.unpaid_ids()
+    assert "hics-fmnist-s2" in ids and "hics-fmnist-paper" in ids
+    assert "hics-fmnist-paper" not in {it.id for it in owed.ledger()}

@@ -387,7 +387,7 @@ def table(book: Path = BOOK) -> pd.DataFrame:
     (:func:`still_to_run`) and provenance."""
     from flkit import owed
     ck = collect(book)
-    unpaid = {o.id for o in owed.ledger()}
+    unpaid = owed.unpaid_ids()
     out = []
     for it in items():
         mine = ck[(ck["doc"] == it.doc) & (ck["item"] == it.id)]

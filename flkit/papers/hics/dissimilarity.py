@@ -42,6 +42,8 @@ of the points (:func:`binned_quantile`, what the document's curves envelop) has 
 from __future__ import annotations
 
 import math
+import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -49,7 +51,7 @@ import torch
 import torch.nn.functional as F
 from scipy import optimize, sparse, stats
 
-from flkit import engine, models, plots, results
+from flkit import engine, fl, models, plots, results
 from flkit.fl import Runs
 from flkit.papers import claims
 from flkit.partition import Partition
@@ -143,11 +145,17 @@ def gradient_differences(task: EngineTask, w: torch.Tensor) -> tuple[np.ndarray,
     return ((G - gbar) ** 2).sum(1).cpu().numpy(), float((gbar ** 2).sum())
 
 
-def run_fig6(cfg: dict, data) -> pd.DataFrame:
+def run_fig6(cfg: dict, data, *, checkpoint=None, deadline: float | None = None,
+             checkpoint_every_s: float = 300.0) -> pd.DataFrame:
     """FedAvg with every client for ``cfg['rounds']`` rounds; at rounds 0, every, 2 every, ... (< rounds) the
     gradient differences of every client (metric ``grad_diff2``, column ``client``), :math:`\\|\\nabla F\\|^2`
     (``grad_norm2``) and the test accuracy (``test_acc``). Values rounded to 6 significant digits (the store
-    keeps small files)."""
+    keeps small files).
+
+    checkpoint: a file where the state (round, model, rows so far, keyed by the config) is saved every
+    ``checkpoint_every_s`` seconds and before ``deadline`` (a ``time.time()`` value: the loop stops when two
+    more rounds and 10 s might not fit and raises :class:`flkit.fl.Deadline`); a later call resumes from it to
+    the same numbers (local training is keyed by seed, round and client) and removes it at the end."""
     labels = data.y_train.cpu().numpy()
     part = dirichlet_clients(labels, spread_alphas(cfg["alpha_lo"], cfg["alpha_hi"], cfg["clients"]), cfg["size"],
                              cfg["seed"])
@@ -156,8 +164,30 @@ def run_fig6(cfg: dict, data) -> pd.DataFrame:
     w = task.init_params([seed])
     runs = Runs([seed], torch.tensor([float(cfg["lr"])], dtype=task.dtype), ["FedAvg, full participation"])
     everyone = torch.ones(1, N, dtype=torch.bool)
-    frames = []
-    for t in range(cfg["rounds"]):
+    frames, t0 = [], 0
+    ckpt = None if checkpoint is None else Path(checkpoint)
+    key = results.config_key(fig6_config(cfg))
+    if ckpt is not None and ckpt.is_file():
+        S = fl.load_checkpoint(ckpt)
+        if S["key"] != key:
+            raise RuntimeError(f"checkpoint {ckpt} belongs to another run (key {S['key']} != {key}); remove it")
+        t0, w, frames = S["t"], S["w"].to(w.device), S["frames"]
+
+    def save(t_next: int) -> None:
+        fl.save_checkpoint(dict(key=key, t=t_next, w=w.cpu(), frames=frames), ckpt)
+
+    tic, last = time.perf_counter(), time.time()
+    for t in range(t0, cfg["rounds"]):
+        if ckpt is not None and t > t0:
+            now = time.time()
+            per_round = (time.perf_counter() - tic) / (t - t0)
+            if deadline is not None and now + 2 * per_round + 10 > deadline:
+                save(t)
+                raise fl.Deadline(f"stopped at round {t} of {cfg['rounds']}; resume with the same call "
+                                  f"(checkpoint {ckpt})")
+            if now - last > checkpoint_every_s:
+                save(t)
+                last = now
         if t % cfg["every"] == 0:
             d2, g2 = gradient_differences(task, w)
             acc = float(task.metrics(w)["test_acc"].reshape(-1)[0])
@@ -168,6 +198,8 @@ def run_fig6(cfg: dict, data) -> pd.DataFrame:
         w = w - delta.mean(0, keepdim=True)
     out = pd.concat(frames, ignore_index=True)
     out["value"] = [float(f"{v:.6g}") for v in out["value"]]
+    if ckpt is not None:
+        fl.remove_checkpoint(ckpt)
     return out
 
 
@@ -176,11 +208,19 @@ def fig6_config(cfg: dict) -> dict:
     return dict(experiment="fig6_assumption1", **{k: cfg[k] for k in FIG6})
 
 
-def fig6_runs(cfg: dict, data, store) -> tuple[pd.DataFrame, Partition, float]:
+def fig6_checkpoint(cfg: dict, store) -> Path:
+    """Where the run of ``cfg`` keeps its mid-run state: ``<store>/checkpoints/fig6-<key>.pt``."""
+    return store.root / "checkpoints" / f"fig6-{results.config_key(fig6_config(cfg))}.pt"
+
+
+def fig6_runs(cfg: dict, data, store, *, deadline: float | None = None) -> tuple[pd.DataFrame, Partition, float]:
     """The run of ``cfg`` (computed once, then read from ``store``), its clients, and the seconds it took when
-    it was computed."""
+    it was computed (the last piece's, when it was computed in pieces). deadline: as :func:`run_fig6`'s, with
+    the checkpoint :func:`fig6_checkpoint`."""
     c = fig6_config(cfg)
-    table = results.sweep([c], lambda j: run_fig6(j, data), store, progress=False)
+    ck = fig6_checkpoint(cfg, store)
+    table = results.sweep([c], lambda j: run_fig6(j, data, checkpoint=ck, deadline=deadline), store,
+                          progress=False)
     labels = data.y_train.cpu().numpy()
     part = dirichlet_clients(labels, spread_alphas(cfg["alpha_lo"], cfg["alpha_hi"], cfg["clients"]), cfg["size"],
                              cfg["seed"])

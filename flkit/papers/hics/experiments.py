@@ -58,6 +58,7 @@ from __future__ import annotations
 import copy
 import re
 import time
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -72,7 +73,7 @@ from flkit.tasks import EngineTask
 
 __all__ = ["METHODS", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "DOC_TABLE1_CIFAR", "TABLE1_SETTING", "SG", "DATASETS",
            "PROFILES", "profile", "store_name", "savgol",
-           "rounds_to_target", "make_task", "split_alphas", "algorithms", "run_job", "jobs", "sweep", "client_trainings",
+           "rounds_to_target", "make_task", "split_alphas", "algorithms", "is_setting2_main", "run_job", "jobs", "sweep", "client_trainings",
            "paper_estimate", "truncate", "smoothed_mean",
            "rounds_table", "table1", "plot_metric", "variability", "claim_checks", "DOC_NAMES", "table1_checks", "SCORECARD",
            "scorecard_checks"]
@@ -249,9 +250,17 @@ def algorithms(task, cfg: dict, methods, lr: float | None = None) -> dict:
     return {m: fl.Algorithm(aggregate.FedAvg(), sampler=make[m](), lr=1.0, local_lr=lr) for m in methods}
 
 
-def run_job(job: dict, data) -> pd.DataFrame:
+def is_setting2_main(job: dict) -> bool:
+    """Whether ``job`` is one of the four cheap methods' jobs in Table 1's setting (the runs that decide it)."""
+    return job["group"] == "main" and job["setting"] == TABLE1_SETTING
+
+
+def run_job(job: dict, data, *, checkpoint_dir=None, deadline: float | None = None,
+            checkpoint_every_s: float = 300.0) -> pd.DataFrame:
     """One stored job: the methods of ``job`` on the partition of (setting, seed); tidy rows (method, seed,
-    round, metric in {test_acc, train_loss}, value)."""
+    round, metric in {test_acc, train_loss}, value). checkpoint_dir: the job's mid-run state
+    (``<dir>/job-<key>.pt``, every ``checkpoint_every_s`` seconds and before ``deadline``, a ``time.time()``
+    value, at which :class:`flkit.fl.Deadline` is raised); a later call resumes from it to the same numbers."""
     cfg = {k: job[k] for k in ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset", "lr")}
     cfg.update({k: job[k] for k in _CIFAR_KEYS if k in job})
     want = job.get("dataset", "fashion-mnist")
@@ -260,7 +269,11 @@ def run_job(job: dict, data) -> pd.DataFrame:
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
     part = E.make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], job["alphas"], job["seed"])
     task = make_task(data, part, cfg)
-    res = fl.run(task, algorithms(task, cfg, job["methods"]), seeds=[job["seed"]], rounds=cfg["rounds"], every=1)
+    ckpt = None
+    if checkpoint_dir is not None:
+        ckpt = Path(checkpoint_dir) / f"job-{results.config_key(job)}.pt"
+    res = fl.run(task, algorithms(task, cfg, job["methods"]), seeds=[job["seed"]], rounds=cfg["rounds"], every=1,
+                 checkpoint=ckpt, deadline=deadline, checkpoint_every_s=checkpoint_every_s)
     t = res.tidy()
     return t[t["metric"].isin(["test_acc", "train_loss"])].reset_index(drop=True)
 
