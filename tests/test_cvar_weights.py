@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from flkit.papers.cvar import weights
@@ -64,17 +65,24 @@ def test_a_stored_run_reads_as_algorithm_1():
     step than its frequent users, and at most (1 - gamma) / alpha + gamma."""
     config, table = _stored_mnist_run("fed-cvar-avg")
     df = weights.group_weights([(config, table)]).set_index("group")
-    assert df["rounds"].sum() == config["rounds"] and (df["multiplier"] <= 0.7 / 0.3 + 0.3 + 1e-9).all()
-    assert df["share"].sum() == pytest.approx(1.0) and df["fedavg_share"].sum() == pytest.approx(1.0)
+    parts = df.loc[["frequent", "rare"]]
+    assert parts["rounds"].sum() == df.loc["all", "rounds"] == config["rounds"]
+    assert (df["multiplier"] <= 0.7 / 0.3 + 0.3 + 1e-9).all()
+    assert parts["share"].sum() == pytest.approx(1.0) and parts["fedavg_share"].sum() == pytest.approx(1.0)
     assert df.loc["rare", "multiplier"] > df.loc["frequent", "multiplier"]
     assert df.loc["rare", "share"] > df.loc["rare", "fedavg_share"]
+    # t settles where a fraction alpha of the steps is above it: the mean step is FedAvg's
+    late = weights.group_weights([(config, table)], last_rounds=1000).set_index("group").loc["all"]
+    assert late["above"] == pytest.approx(0.3, abs=0.01) and late["multiplier"] == pytest.approx(1.0, abs=0.03)
 
 
 def test_fedavg_keeps_its_shares():
     config, table = _stored_mnist_run("fedavg")
     df = weights.group_weights([(config, table)], last_rounds=1000)
     assert np.allclose(df["share"], df["fedavg_share"]) and np.allclose(df["multiplier"], 1.0)
-    assert df["rounds"].sum() == 1000
+    assert df.set_index("group").loc["all", "rounds"] == 1000
+    s = weights.summary(pd.concat([df, df.assign(seed=df["seed"] + 1)]))
+    assert (s["seeds"] == 2).all() and (s["share_se"] == 0).all() and s["share"].max() == pytest.approx(100.0)
 
 
 def test_after_a_rare_round_more_steps_are_above_t():

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["above_steps", "round_weights", "group_weights", "after_rare"]
+__all__ = ["above_steps", "round_weights", "group_weights", "after_rare", "runs_of", "summary"]
 
 
 def above_steps(t: np.ndarray, steps: np.ndarray, alpha: float, gamma: float, lr_t: float) -> np.ndarray:
@@ -98,7 +98,7 @@ def after_rare(runs: Sequence[tuple[Mapping, pd.DataFrame]]) -> pd.DataFrame:
 
 
 def group_weights(runs: Sequence[tuple[Mapping, pd.DataFrame]], last_rounds: int | None = None) -> pd.DataFrame:
-    """Per stored run (config, tidy table with a 't' row every round) and user group (frequent, rare): the
+    """Per stored run (config, tidy table with a 't' row every round) and user group (frequent, rare, all): the
     rounds it was relayed, FedAvg's and this run's share of the gradient weight, the multiplier and the
     fraction of its steps above t, over all rounds or the last `last_rounds`."""
     rows = []
@@ -107,7 +107,7 @@ def group_weights(runs: Sequence[tuple[Mapping, pd.DataFrame]], last_rounds: int
         T = len(users)
         keep = np.arange(T) >= (T - last_rounds if last_rounds else 0)
         F = int(np.rint(config["frequent_frac"] * config["num_users"]))
-        for group, mask in (("frequent", users < F), ("rare", users >= F)):
+        for group, mask in (("frequent", users < F), ("rare", users >= F), ("all", users >= 0)):
             m = mask & keep
             rows.append(dict(method=config["method"], alpha=config["alpha"], gamma=config["gamma"],
                              seed=config["seed"], r=config.get("pattern_frac"), group=group, rounds=int(m.sum()),
@@ -115,3 +115,21 @@ def group_weights(runs: Sequence[tuple[Mapping, pd.DataFrame]], last_rounds: int
                              multiplier=w[m].sum() / steps[m].sum() if m.any() else np.nan,
                              above=a[m].sum() / steps[m].sum() if m.any() else np.nan))
     return pd.DataFrame(rows)
+
+
+def runs_of(s: Mapping) -> list[tuple[dict, pd.DataFrame]]:
+    """(config, tidy table) of every stored run of the image settings `s` (none computed)."""
+    from flkit.papers.cvar.experiments import run_configs, store_for
+    store = store_for(s)
+    return [(c, store.load(c)) for c in run_configs(s) if store.done(c)]
+
+
+def summary(df: pd.DataFrame, columns=("fedavg_share", "share", "multiplier", "above")) -> pd.DataFrame:
+    """Mean and standard error over seeds of `group_weights` (or `after_rare`) columns, per method, r and group;
+    shares and fractions in %."""
+    keys = [k for k in ("method", "r", "group") if k in df]
+    cols = [c for c in columns if c in df]
+    pct = df.assign(**{c: 100 * df[c] for c in cols if c != "multiplier"})
+    g = pct.groupby(keys, sort=False)[cols]
+    out = g.mean().join(g.sem(ddof=1).fillna(0.0), rsuffix="_se")
+    return out.assign(seeds=g.size()).reset_index()
