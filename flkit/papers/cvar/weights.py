@@ -131,5 +131,5 @@ def summary(df: pd.DataFrame, columns=("fedavg_share", "share", "multiplier", "a
     cols = [c for c in columns if c in df]
     pct = df.assign(**{c: 100 * df[c] for c in cols if c != "multiplier"})
     g = pct.groupby(keys, sort=False)[cols]
-    out = g.mean().join(g.sem(ddof=1).fillna(0.0), rsuffix="_se")
+    out = g.mean().join(g.sem(ddof=1).fillna(0.0).add_suffix("_se"))
     return out.assign(seeds=g.size()).reset_index()
