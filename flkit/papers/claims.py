@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["RULE", "CHECK_VERDICTS", "OK", "FAILED", "Check", "se", "agree", "bound", "compare", "close", "holds",
-           "frame", "styled", "summary", "number"]
+           "horizon", "not_rising", "frame", "styled", "summary", "number"]
 
 # a check's verdicts: it holds (OK), it fails (FAILED), or the runs cannot tell
 OK = ("agrees", "confirmed")
@@ -161,6 +161,34 @@ def holds(what: str, ok: bool, rule: str, *, ours: float = math.nan, reference: 
     """A check decided by an exact or stated criterion (`rule`, in words) rather than by seeds: "agrees" when
     `ok`, else "differs"; `ours` and `reference` are the numbers compared, where there are two."""
     return Check(what, "agrees" if bool(ok) else "differs", float(ours), float(reference), math.nan, rule)
+
+
+def horizon(check: Check, run: int | None, document: int) -> Check:
+    """A check of a claim the document reads at the end of its horizon (`document` rounds), measured on runs of
+    `run` rounds: when the runs stop before the document's horizon the claim is "not testable at this scale",
+    whatever the numbers say; the measured numbers are kept beside it and the rule says so. `run` None or at
+    least `document`: the check unchanged."""
+    import dataclasses
+    if run is None or int(run) >= int(document) or check.verdict == NOT_TESTABLE:
+        return check
+    rule = (f"{check.rule}; measured at round {int(run)} of the document's {int(document)}: a claim about the end "
+            "of a horizon that was not run is not testable at this scale")
+    return dataclasses.replace(check, verdict=NOT_TESTABLE, rule=rule)
+
+
+def not_rising(what: str, slopes, *, floor: float = 0.0) -> Check:
+    """The claim "the curve has stopped rising" (read at its end) on per-seed slopes: through :func:`compare`
+    (the claim 0 >= slope): confirmed when the mean slope is below zero by more than 2 se over seeds,
+    contradicted (still rising) when above zero by more than 2 se, and "not testable at this scale" when the
+    slope is not significantly different from zero: a flat reading inside the noise confirms nothing.
+    |slope| <= `floor` counts as 0 (floating-point noise of an exactly flat curve)."""
+    v = np.asarray(slopes, dtype=float).reshape(-1)
+    v = np.where(np.abs(v) <= float(floor), 0.0, v)
+    c = compare(what, np.zeros_like(v), v)
+    import dataclasses
+    return dataclasses.replace(c, ours=-c.ours if math.isfinite(c.ours) else c.ours,
+                               rule="mean slope over seeds vs 2 se of the slopes (not rising: below -2 se, "
+                                    "still rising: above +2 se, else not testable)")
 
 
 def frame(checks: Iterable[Check]) -> pd.DataFrame:
