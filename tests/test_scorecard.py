@@ -144,6 +144,29 @@ def test_counts_verdict_by_scale():
     assert scorecard._cell(2, sc.loc["000"]["reproduced"]) == "2 (1 stand-in)"
 
 
+def test_items_of_another_source_are_listed_apart():
+    t = pd.DataFrame(dict(document=["001", "001", "001"], verdict=["reproduced", "not reproduced", "partly"],
+                          scale=["document's setting"] * 3, still_to_run=["", "", ""],
+                          source=["", "beyond the notes", "beyond the notes"]))
+    c = scorecard.counts(t)
+    assert c.loc["001", "items"] == 1 and c.loc["001", "not reproduced"] == 0
+    assert scorecard.by_scale(t).loc[("001", "document's setting"), "partly"] == 0
+    assert list(scorecard.beyond(t)["verdict"]) == ["not reproduced", "partly"]
+    with pytest.raises(ValueError, match="source"):
+        scorecard._check_item("001", dict(id="x", kind="claim", where="y", page="a/b", shown_as="z",
+                                          source="elsewhere"))
+
+
+def test_document_001_counts_only_the_notes(record_table):
+    ids = {i.id for i in scorecard.items("001") if i.source}
+    assert len(ids) == 6 and all("beyond the notes" in i.lower() or "beyond the notes" in
+                                 next(x for x in scorecard.items("001") if x.id == i).where for i in ids)
+    mine = record_table[record_table["document"] == "001"]
+    assert scorecard.counts(record_table).loc["001", "items"] == len(mine) - 6
+    text = (BOOK / "intro.md").read_text()
+    assert "beyond the notes (not counted above): 6 claims" in text
+
+
 def test_item_fields_are_validated():
     with pytest.raises(ValueError, match="kind 'plot'"):
         scorecard._check_item("000", dict(id="a", kind="plot", where="x"))
