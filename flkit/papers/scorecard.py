@@ -35,7 +35,7 @@ import yaml
 from flkit.papers import claims
 from flkit.papers.claims import Check
 
-__all__ = ["DOCUMENTS", "VERDICTS", "SCALES", "SOURCES", "own", "beyond", "Item", "items", "record", "collect", "page_checks", "page_scale",
+__all__ = ["DOCUMENTS", "VERDICTS", "SCALES", "SOURCES", "own", "beyond", "page_verdicts", "verdict_box", "box", "Item", "items", "record", "collect", "page_checks", "page_scale",
            "scale_kind", "item_scale", "verdict", "still_to_run", "table", "counts", "status_table", "main"]
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -369,6 +369,69 @@ def verdict(item: Item, checks: pd.DataFrame) -> str:
     if ok.any():
         return "partly"
     return "not reproduced" if failed.any() else "not testable at this scale"
+
+
+def _verdict_words(vs: Iterable[str]) -> str:
+    """"reproduced (2 of 3 items) and partly (1 of 3 items)", in the order of :data:`VERDICTS`."""
+    vs = list(vs)
+    n = pd.Series(vs, dtype=object).value_counts()
+    parts = [f"{v} ({int(n[v])} of {len(vs)} item{'s' if len(vs) > 1 else ''})" for v in VERDICTS if v in n]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def page_verdicts(doc: str, checks: Mapping[str, Iterable[Check]]) -> dict[str, str]:
+    """{item id: its verdict} (:func:`verdict`, the one rule) for the items a page's `checks` are filed under."""
+    known = {it.id: it for it in items(doc)}
+    unknown = sorted(set(checks) - set(known))
+    if unknown:
+        raise ValueError(f"document {doc}: item id(s) {unknown} are not in flkit/papers/items/{doc}.yaml")
+    return {i: verdict(known[i], pd.DataFrame(rows(doc, {i: list(cs)}))) for i, cs in checks.items()}
+
+
+def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, tests: str,
+                parameters: Mapping | None = None, headline: str | None = None) -> str:
+    """The page's verdict first, as Markdown (glued into the page's first cell as ``verdict_box``): what the page
+    tests, at which scale (:func:`page_scale` of its `parameters`), our number beside the document's for the
+    `headline` item (default: the first item of `checks`) and the verdicts of the items it checks, each from
+    :func:`verdict`; the same verdicts as the scorecard's (a test recomputes them)."""
+    checks = {k: list(v) for k, v in checks.items()}
+    vs = page_verdicts(doc, checks)
+    head = headline if headline is not None else next(iter(checks))
+    if head not in checks:
+        raise ValueError(f"headline {head!r} is not an item of this page's checks")
+    known = {it.id: it for it in items(doc)}
+    own_items = {i: v for i, v in vs.items() if not known[i].source}
+    other = {i: v for i, v in vs.items() if known[i].source}
+    scale = page_scale(page, dict(parameters or {}))
+    c = next((x for x in checks[head] if math.isfinite(x.ours)), checks[head][0])
+    if c.rule.startswith("mean paired difference") or c.rule.startswith("mean slope"):
+        numbers = f"ours {claims.number(c.ours, c.spread)} (mean over seeds), tested against 0"
+    elif math.isfinite(c.reference):
+        numbers = f"ours {claims.number(c.ours, c.spread)}, the document's {claims.number(c.reference)}"
+    else:
+        numbers = f"ours {claims.number(c.ours, c.spread)}"
+    hs = item_scale(known[head], pd.DataFrame(dict(scale=[scale])))
+    lines = [f"**What this page tests.** {tests}",
+             f"**Scale.** {scale}.",
+             f"**Headline: {head}.** {c.what}: {numbers}; rule: {c.rule}. Verdict: **{label(vs[head], hs)}**.",
+             f"**Verdicts of the {len(own_items)} item{'s' if len(own_items) != 1 else ''} of document {doc} this page "
+             f"checks.** {_verdict_words(own_items.values())}."]
+    if other:
+        lines.append(f"**Beyond the document** ({len(other)} claims of other sources, not counted in its items): "
+                     f"{_verdict_words(other.values())}.")
+    if len(vs) <= 8:
+        lines += [f"- {i}: **{v}**" for i, v in vs.items()]
+    return "\n\n".join(lines[:-len(vs)] if len(vs) <= 8 else lines) + (
+        "\n\n" + "\n".join(lines[-len(vs):]) if len(vs) <= 8 else "")
+
+
+def box(doc: str, checks: Mapping[str, Iterable[Check]], **kw) -> str:
+    """Glue :func:`verdict_box` as ``verdict_box`` (Markdown) into the executing page; returns it."""
+    from myst_nb import glue
+    from IPython.display import Markdown
+    text = verdict_box(doc, checks, **kw)
+    glue("verdict_box", Markdown(text), display=False)
+    return text
 
 
 def still_to_run(item: Item, unpaid: Iterable[str]) -> str:
