@@ -376,3 +376,65 @@ def test_checks_table_for_reading_has_no_nan_and_no_cut_text():
     assert "1.235 ± 0.012" in html and ">2<" in html and ">0.5<" in html
     with pytest.raises(ValueError, match="unknown column"):
         claims.styled(cs, ["what", "no such"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# verdict first: the box at the top of a page, and the verdicts a page glues, agree with the scorecard
+
+
+def _glued(path) -> dict:
+    nb = json.loads(path.read_text())
+    out = {}
+    for cell in nb.get("cells", []):
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                data = o.get("data", {})
+                out[name] = data.get(scorecard._GLUE_PREFIX + "text/markdown") or data.get(
+                    scorecard._GLUE_PREFIX + "text/plain")
+    return out
+
+
+BOX_PAGES = ["cvar/mnist", "cvar/fmnist_table", "cvar/synthetic_2d", "hics/entropy", "hics/fmnist", "hics/theory"]
+
+
+@pytest.mark.parametrize("page", BOX_PAGES)
+def test_verdict_box_opens_the_page_and_agrees_with_the_scorecard(page, record_table, recorded):
+    path = BOOK / f"{page}.ipynb"
+    nb = json.loads(path.read_text())
+    first = "".join(nb["cells"][0]["source"])
+    assert nb["cells"][0]["cell_type"] == "markdown" and "{glue:md} verdict_box" in first, page
+    box = _glued(path).get("verdict_box")
+    assert box, f"{page} glues no verdict_box: re-execute it"
+    mine = recorded[recorded["page"] == page]
+    doc = mine["doc"].iloc[0]
+    rows = record_table[(record_table["document"] == doc) & record_table["item"].isin(set(mine["item"]))]
+    own_rows = rows[rows["source"] == ""]
+    assert scorecard._verdict_words(own_rows["verdict"]) in box, page
+    for line in box.splitlines():       # the per-item list, where the page has few items
+        m = re.match(r"^- (.+): \*\*(.+)\*\*$", line)
+        if m:
+            got = rows.set_index("item").loc[m.group(1), "verdict"]
+            assert m.group(2) == got, (page, m.group(1))
+
+
+def test_verdict_box_rejects_an_unknown_headline():
+    with pytest.raises(ValueError, match="headline"):
+        scorecard.verdict_box("003", {"Fig. 3(b)": [claims.compare("x", [1, 2], [0, 0])]}, page="cvar/mnist",
+                              tests="t", headline="Fig. 9")
+
+
+def test_glued_verdict_words_agree_with_the_scorecard(record_table):
+    """The verdict words the cvar pages glue into their "What we found" follow the scorecard's verdicts."""
+    t = record_table[record_table["document"] == "003"].set_index("item")["verdict"]
+    mnist = _glued(BOOK / "cvar" / "mnist.ipynb")
+    rare = {t[i] for i in ("Fig. 3(c)", "Fig. 4(c)", "Fig. 4(d)")}
+    words = {"'is reproduced'": {"reproduced"}, "'is not reproduced'": {"not reproduced"}}
+    if mnist["m_verdict"] in words:
+        assert rare == words[mnist["m_verdict"]], (mnist["m_verdict"], rare)
+    table = _glued(BOOK / "cvar" / "fmnist_table.ipynb")
+    ids = [i for i in t.index if i.startswith("Table 1") or i.startswith("Claim (Sec. 4): Table 1")]
+    def parsed(text):
+        return {v.strip(" ,").removeprefix("and ").strip(): int(k)
+                for v, k, _ in re.findall(r"([a-z' ,]+?) \((\d+) of (\d+) items?\)", text)}
+    assert parsed(table["t1_item_verdicts"].strip("'")) == t[ids].value_counts().to_dict()

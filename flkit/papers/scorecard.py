@@ -404,14 +404,16 @@ def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, t
     other = {i: v for i, v in vs.items() if known[i].source}
     scale = page_scale(page, dict(parameters or {}))
     c = next((x for x in checks[head] if math.isfinite(x.ours)), checks[head][0])
-    if c.rule.startswith("mean paired difference") or c.rule.startswith("mean slope"):
-        numbers = f"ours {claims.number(c.ours, c.spread)} (mean over seeds), tested against 0"
+    document_side = c.rule.startswith(("|ours - document|", "ours - document", "document - ours", "measured",
+                                       "mean over seeds"))
+    if not document_side:
+        numbers = f"ours {claims.number(c.ours, c.spread)}, tested against {claims.number(c.reference)}"
     elif math.isfinite(c.reference):
         numbers = f"ours {claims.number(c.ours, c.spread)}, the document's {claims.number(c.reference)}"
     else:
         numbers = f"ours {claims.number(c.ours, c.spread)}"
     hs = item_scale(known[head], pd.DataFrame(dict(scale=[scale])))
-    lines = [f"**What this page tests.** {tests}",
+    lines = [f"**What this page tests.** {tests[:1].upper() + tests[1:]}.",
              f"**Scale.** {scale}.",
              f"**Headline: {head}.** {c.what}: {numbers}; rule: {c.rule}. Verdict: **{label(vs[head], hs)}**.",
              f"**Verdicts of the {len(own_items)} item{'s' if len(own_items) != 1 else ''} of document {doc} this page "
