@@ -283,9 +283,14 @@ def test_check_verdicts_follow_their_numbers(recorded):
             assert r["verdict"] == "not testable at this scale"
             continue
         expect = "agrees" if abs(r["ours"] - r["reference"]) <= r["margin"] + 1e-12 else "differs"
+        if "a claim about the end of a horizon that was not run" in r["rule"]:   # claims.horizon
+            expect = "not testable at this scale"
         assert r["verdict"] == expect, (r["page"], r["item"], r["what"])
     p = recorded[recorded["rule"].str.startswith("mean paired difference")]
     for _, r in p.iterrows():
+        if "a claim about the end of a horizon that was not run" in r["rule"]:
+            assert r["verdict"] == "not testable at this scale", (r["page"], r["what"])
+            continue
         if r["verdict"] == "confirmed" and "tie allowed" not in r["rule"]:
             assert r["ours"] > 0 and r["ours"] > 2 * r["spread"] - 1e-12, (r["page"], r["what"])
         if r["verdict"] == "contradicted":
