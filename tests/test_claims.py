@@ -205,3 +205,56 @@ def test_summary():
           claims.compare("c", [1.0, 1.0], [1.0, 1.0])]
     assert claims.summary(cs) == "1 of 3 checks agree or are confirmed; 1 not testable at this scale"
     assert claims.summary(cs[:2]) == "1 of 2 checks agree or are confirmed"
+
+
+# ------------------------------------------------------------------------- horizon, not_rising, correlated
+def test_horizon_makes_a_claim_about_an_unrun_end_not_testable():
+    c = claims.agree("cell", [70.0, 71.0, 72.0], 86.0, ref_sd=0.5)
+    assert c.verdict == "differs"
+    short = claims.horizon(c, 250, 6000)
+    assert short.verdict == "not testable at this scale"
+    assert (short.ours, short.reference, short.margin) == (c.ours, c.reference, c.margin)   # numbers kept
+    assert "round 250 of the document's 6000" in short.rule
+    assert claims.horizon(c, 6000, 6000) == c and claims.horizon(c, None, 6000) == c        # the full horizon
+    assert claims.horizon(c, 5999, 6000).verdict == "not testable at this scale"
+    ok = claims.agree("cell", [86.0, 86.0], 86.0)
+    assert claims.horizon(ok, 250, 6000).verdict == "not testable at this scale"           # agreement too
+
+
+@pytest.mark.parametrize("slopes, expected", [
+    ([10.0, 10.0, 10.0], "contradicted"),                       # still rising, zero spread
+    ([-1.0, -1.0, -1.0], "confirmed"),                          # falling beyond the noise
+    ([9.0, -3.0, 30.0, 1.0, 9.0], "not testable at this scale"),  # inside 2 se of zero: not "levelled off"
+    ([0.0, 0.0, 0.0], "not testable at this scale"),            # exactly flat: no evidence either way
+    ([1e-13, -1e-13, 2e-13], "not testable at this scale"),     # float noise under the floor
+    ([5.0], "not testable at this scale"),                      # one seed
+])
+def test_not_rising(slopes, expected):
+    c = claims.not_rising("curve", slopes, floor=1e-6)
+    assert c.verdict == expected
+    if len(slopes) > 1:
+        assert c.ours == pytest.approx(np.mean(np.where(np.abs(slopes) <= 1e-6, 0.0, slopes)))
+
+
+def test_not_rising_at_exactly_two_standard_errors_is_not_testable():
+    v = np.array([1.0, 3.0])          # mean 2, sd sqrt(2), se 1: mean == 2 se
+    assert claims.se(v) == pytest.approx(1.0)
+    assert claims.not_rising("curve", v).verdict == "not testable at this scale"
+    assert claims.not_rising("curve", v + 1e-9).verdict == "contradicted"
+
+
+def test_correlated_needs_significance_in_every_seed():
+    rng = np.random.default_rng(0)
+    x = np.arange(50.0)
+    strong = [x, x]
+    assert claims.correlated("r", strong, [x + rng.normal(0, 5, 50), x + rng.normal(0, 5, 50)]).verdict == "confirmed"
+    assert claims.correlated("r", strong, [-x, -x]).verdict == "contradicted"
+    # positive in both seeds but not significant in one: not testable (a mean rho > 0 is not enough)
+    noise = rng.normal(0, 1, 50)
+    weak = noise + 0.001 * x
+    from scipy import stats
+    assert stats.spearmanr(x, weak, alternative="greater").pvalue > 0.05
+    c = claims.correlated("r", strong, [x, weak])
+    assert c.verdict == "not testable at this scale" and c.margin > 0.05
+    assert "p < 0.05 in every seed" in c.rule
+    assert claims.correlated("r", [[1.0, 2.0]], [[1.0, 2.0]]).verdict == "not testable at this scale"  # < 3 pairs

@@ -497,7 +497,12 @@ def test_mnist_diagnosis_metrics_and_slopes_on_made_up_curves():
     assert not bool(sl.loc[("Fig. 3(b)", "fedavg"), "still_rising"])   # flat overall curve
     checks = cvar.scorecard_mnist(cvar.confirm_mnist(df), cvar.confirm_mnist(df, 0.0), cvar.mnist_slopes(df))
     horizon = checks[cvar.MNIST_HORIZON_ITEM]
-    assert [c.verdict for c in horizon].count("differs") == 6 and len(horizon) == 10  # 3 rare x 2 methods rise
+    vs = [c.verdict for c in horizon]
+    assert vs.count("contradicted") == 6 and len(horizon) == 10  # 3 rare x 2 methods still rise
+    # the flat overall curves: a slope of zero is not evidence that a curve has levelled off
+    assert vs.count("not testable at this scale") == 4
+    # the overall rows ("better overall") are paired checks (claims.compare), not a comparison of means
+    assert all(c.rule.startswith("mean paired difference") for c in checks["Fig. 3(b)"] + checks["Fig. 4(b)"])
 
 
 def test_stored_reads_only_what_is_there_and_the_causes_table_marks_the_rest(tmp_path):
@@ -579,6 +584,40 @@ def test_table1_words_follow_the_checks():
     assert long.loc[(0.2, 0.3, "overall"), "ours (%)"] == "n/a (not run)"
     assert long.loc[(0.2, 0.3, "overall"), "seeds"] == 0
     assert long.loc[(0.1, 0.1, "pattern 2"), "ours − document (points)"] == f"{40.0 - 71.681:+.2f}"
+
+
+def test_table1_read_before_the_documents_horizon_is_not_testable():
+    """The document reads Table 1 after round 6000: measured at 250 rounds, every number and statement is not
+    testable at this scale, with the measured numbers kept beside the verdict."""
+    ours = _made_up_table1()
+    full, short = cvar.scorecard_table1(ours), cvar.scorecard_table1(ours, rounds=250)
+    assert set(full) == set(short)
+    for item in full:
+        for a, b in zip(full[item], short[item]):
+            assert b.verdict == "not testable at this scale", item
+            assert (a.ours, a.reference, a.margin) == (b.ours, b.reference, b.margin)
+            assert "round 250 of the document's 6000" in b.rule
+    assert set(cvar.confirm_table1(ours, rounds=250)["verdict"]) == {"not testable at this scale"}
+    assert cvar.table1_item_verdicts(short) == "not testable at this scale (65 of 65 items)"
+    assert cvar.scorecard_table1(ours, rounds=6000) == full
+    w = cvar.table1_words(ours, short)
+    # what the runs measured, beside the verdict
+    assert w["n_untestable"] == 5 and w["beats_confirmed"] == 12 and w["rise_measured"].startswith("beyond")
+
+
+def test_confirm_mnist_overall_is_paired():
+    """Fig. 3(b) "better overall": a mean ahead inside two standard errors of the paired differences is not
+    testable at this scale, not confirmed."""
+    rows = []
+    for seed, (fed, prop) in enumerate([(0.90, 0.91), (0.90, 0.89), (0.90, 0.915)]):
+        for method, v in (("fedavg", fed), ("fed-cvar-avg", prop)):
+            for rnd in (90, 100):
+                rows.append(dict(run_key=f"{method}{seed}", method=method, seed=seed, pattern_frac=0.9, rounds=100,
+                                 round=rnd, metric="test_acc", value=v, **{"class": -1}))
+    got = cvar.confirm_mnist(pd.DataFrame(rows)).set_index("figure").loc["Fig. 3(b)"]
+    assert got["fed_cvar_avg"] > got["fedavg"]                        # ahead on average ...
+    assert got["paired"] == "not testable at this scale" and not got["confirmed"]   # ... inside the noise
+    assert got["difference"] == pytest.approx(0.5) and got["two_se"] > 0.5
 
 
 def test_table1_item_verdicts_follow_the_scorecard_rule():

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["RULE", "CHECK_VERDICTS", "OK", "FAILED", "Check", "se", "agree", "bound", "compare", "close", "holds",
-           "frame", "styled", "summary", "number"]
+           "horizon", "not_rising", "correlated", "frame", "styled", "summary", "number"]
 
 # a check's verdicts: it holds (OK), it fails (FAILED), or the runs cannot tell
 OK = ("agrees", "confirmed")
@@ -161,6 +161,64 @@ def holds(what: str, ok: bool, rule: str, *, ours: float = math.nan, reference: 
     """A check decided by an exact or stated criterion (`rule`, in words) rather than by seeds: "agrees" when
     `ok`, else "differs"; `ours` and `reference` are the numbers compared, where there are two."""
     return Check(what, "agrees" if bool(ok) else "differs", float(ours), float(reference), math.nan, rule)
+
+
+def horizon(check: Check, run: int | None, document: int) -> Check:
+    """A check of a claim the document reads at the end of its horizon (`document` rounds), measured on runs of
+    `run` rounds: when the runs stop before the document's horizon the claim is "not testable at this scale",
+    whatever the numbers say; the measured numbers are kept beside it and the rule says so. `run` None or at
+    least `document`: the check unchanged."""
+    import dataclasses
+    if run is None or int(run) >= int(document):
+        return check
+    rule = (f"{check.rule}; measured at round {int(run)} of the document's {int(document)}: a claim about the end "
+            "of a horizon that was not run is not testable at this scale")
+    return dataclasses.replace(check, verdict=NOT_TESTABLE, rule=rule)
+
+
+def not_rising(what: str, slopes, *, floor: float = 0.0) -> Check:
+    """The claim "the curve has stopped rising" (read at its end) on per-seed slopes: through :func:`compare`
+    (the claim 0 >= slope): confirmed when the mean slope is below zero by more than 2 se over seeds,
+    contradicted (still rising) when above zero by more than 2 se, and "not testable at this scale" when the
+    slope is not significantly different from zero: a flat reading inside the noise confirms nothing.
+    |slope| <= `floor` counts as 0 (floating-point noise of an exactly flat curve)."""
+    v = np.asarray(slopes, dtype=float).reshape(-1)
+    v = np.where(np.abs(v) <= float(floor), 0.0, v)
+    c = compare(what, np.zeros_like(v), v)
+    import dataclasses
+    return dataclasses.replace(c, ours=-c.ours if math.isfinite(c.ours) else c.ours,
+                               rule="mean slope over seeds vs 2 se of the slopes (not rising: below -2 se, "
+                                    "still rising: above +2 se, else not testable)")
+
+
+def correlated(what: str, xs, ys, *, level: float = 0.05) -> Check:
+    """The claim "larger x, larger y" on one sample per seed (`xs`, `ys`: one array per seed, e.g. the clients'
+    true and estimated entropies): Spearman's rank correlation per seed with a one-sided test (scipy's t
+    approximation on the n pairs). Confirmed when the correlation is positive with p < `level` in every seed,
+    contradicted when it is negative with p < `level` in every seed, else not testable at this scale. `ours`:
+    the mean correlation over seeds, `spread` its standard error, `margin` the largest one-sided p-value."""
+    from scipy import stats
+    rho, p_up, p_down = [], [], []
+    for x, y in zip(xs, ys):
+        x, y = np.asarray(x, dtype=float).reshape(-1), np.asarray(y, dtype=float).reshape(-1)
+        if x.size < 3:
+            continue
+        rho.append(float(stats.spearmanr(x, y).statistic))
+        p_up.append(float(stats.spearmanr(x, y, alternative="greater").pvalue))
+        p_down.append(float(stats.spearmanr(x, y, alternative="less").pvalue))
+    rule = (f"Spearman's rho per seed, one-sided test (t approximation): rho > 0 with p < {level:g} in every seed "
+            f"(confirmed), rho < 0 with p < {level:g} in every seed (contradicted), else not testable")
+    ok = [math.isfinite(r) and math.isfinite(p) for r, p in zip(rho, p_up)]
+    if not rho or not all(ok):
+        return Check(what, NOT_TESTABLE, float(np.nanmean(rho)) if rho else math.nan, 0.0, math.nan,
+                     rule + " (needs at least 3 pairs per seed and a defined correlation)")
+    if all(p < level for p in p_up):
+        verdict, worst = "confirmed", max(p_up)
+    elif all(p < level for p in p_down):
+        verdict, worst = "contradicted", max(p_down)
+    else:
+        verdict, worst = NOT_TESTABLE, max(p_up)
+    return Check(what, verdict, float(np.mean(rho)), 0.0, worst, rule, se(rho))
 
 
 def frame(checks: Iterable[Check]) -> pd.DataFrame:

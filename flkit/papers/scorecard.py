@@ -35,7 +35,7 @@ import yaml
 from flkit.papers import claims
 from flkit.papers.claims import Check
 
-__all__ = ["DOCUMENTS", "VERDICTS", "SCALES", "Item", "items", "record", "collect", "page_checks", "page_scale",
+__all__ = ["DOCUMENTS", "VERDICTS", "SCALES", "SOURCES", "own", "beyond", "page_verdicts", "verdict_box", "box", "Item", "items", "record", "collect", "page_checks", "page_scale",
            "scale_kind", "item_scale", "verdict", "still_to_run", "table", "counts", "status_table", "main"]
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -54,6 +54,8 @@ CHECKED = VERDICTS[:6]           # the verdicts of an item that a page checks
 DOCUMENT_SCALE = "document's setting"
 SCALES = (DOCUMENT_SCALE, "stand-in", "reduced")
 STATUSES = ("checked", "not executable", "not attempted")
+# where an item comes from when it is not the document's own: listed apart, never counted in the document's counts
+SOURCES = ("beyond the notes",)
 KINDS = ("figure", "table", "table cell", "theorem", "lemma", "corollary", "proposition", "assumption",
          "equation", "algorithm", "claim", "remark", "example")
 RULE = ("An item is reproduced when every check of it agrees or is confirmed (the book's agreement rule); "
@@ -85,6 +87,8 @@ class Item:
     scale: str | None = None         # "stand-in: ..." / "reduced: ...": where this item's runs depart from its page's
     finding: str | None = None       # what the checks show false or infeasible in the document's statement
     nothing_to_compare: str | None = None   # why the document gives no number or image to compare ours with
+    source: str | None = None        # "beyond the notes": a claim of another source that a page checks; scored,
+    #                                  listed apart and not counted among the document's items (SOURCES)
     extra: dict = field(default_factory=dict, compare=False)
 
 
@@ -108,6 +112,8 @@ def _check_item(doc: str, raw: dict) -> Item:
         raise ValueError(f"{where}: a not-executable item needs `missing` (which data or hardware)")
     if it.scale is not None:
         scale_kind(it.scale, where)
+    if it.source is not None and it.source not in SOURCES:
+        raise ValueError(f"{where}: source {it.source!r} is not one of {SOURCES}")
     return it
 
 
@@ -365,6 +371,71 @@ def verdict(item: Item, checks: pd.DataFrame) -> str:
     return "not reproduced" if failed.any() else "not testable at this scale"
 
 
+def _verdict_words(vs: Iterable[str]) -> str:
+    """"reproduced (2 of 3 items) and partly (1 of 3 items)", in the order of :data:`VERDICTS`."""
+    vs = list(vs)
+    n = pd.Series(vs, dtype=object).value_counts()
+    parts = [f"{v} ({int(n[v])} of {len(vs)} item{'s' if len(vs) > 1 else ''})" for v in VERDICTS if v in n]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def page_verdicts(doc: str, checks: Mapping[str, Iterable[Check]]) -> dict[str, str]:
+    """{item id: its verdict} (:func:`verdict`, the one rule) for the items a page's `checks` are filed under."""
+    known = {it.id: it for it in items(doc)}
+    unknown = sorted(set(checks) - set(known))
+    if unknown:
+        raise ValueError(f"document {doc}: item id(s) {unknown} are not in flkit/papers/items/{doc}.yaml")
+    return {i: verdict(known[i], pd.DataFrame(rows(doc, {i: list(cs)}))) for i, cs in checks.items()}
+
+
+def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, tests: str,
+                parameters: Mapping | None = None, headline: str | None = None) -> str:
+    """The page's verdict first, as Markdown (glued into the page's first cell as ``verdict_box``): what the page
+    tests, at which scale (:func:`page_scale` of its `parameters`), our number beside the document's for the
+    `headline` item (default: the first item of `checks`) and the verdicts of the items it checks, each from
+    :func:`verdict`; the same verdicts as the scorecard's (a test recomputes them)."""
+    checks = {k: list(v) for k, v in checks.items()}
+    vs = page_verdicts(doc, checks)
+    head = headline if headline is not None else next(iter(checks))
+    if head not in checks:
+        raise ValueError(f"headline {head!r} is not an item of this page's checks")
+    known = {it.id: it for it in items(doc)}
+    own_items = {i: v for i, v in vs.items() if not known[i].source}
+    other = {i: v for i, v in vs.items() if known[i].source}
+    scale = page_scale(page, dict(parameters or {}))
+    c = next((x for x in checks[head] if math.isfinite(x.ours)), checks[head][0])
+    document_side = c.rule.startswith(("|ours - document|", "ours - document", "document - ours", "measured",
+                                       "mean over seeds"))
+    if not document_side:
+        numbers = f"ours {claims.number(c.ours, c.spread)}, tested against {claims.number(c.reference)}"
+    elif math.isfinite(c.reference):
+        numbers = f"ours {claims.number(c.ours, c.spread)}, the document's {claims.number(c.reference)}"
+    else:
+        numbers = f"ours {claims.number(c.ours, c.spread)}"
+    hs = item_scale(known[head], pd.DataFrame(dict(scale=[scale])))
+    lines = [f"**What this page tests.** {tests[:1].upper() + tests[1:]}.",
+             f"**Scale.** {scale}.",
+             f"**Headline: {head}.** {c.what}: {numbers}; rule: {c.rule}. Verdict: **{label(vs[head], hs)}**.",
+             f"**Verdicts of the {len(own_items)} item{'s' if len(own_items) != 1 else ''} of document {doc} this page "
+             f"checks.** {_verdict_words(own_items.values())}."]
+    if other:
+        lines.append(f"**Beyond the document** ({len(other)} claims of other sources, not counted in its items): "
+                     f"{_verdict_words(other.values())}.")
+    if len(vs) <= 8:
+        lines += [f"- {i}: **{v}**" for i, v in vs.items()]
+    return "\n\n".join(lines[:-len(vs)] if len(vs) <= 8 else lines) + (
+        "\n\n" + "\n".join(lines[-len(vs):]) if len(vs) <= 8 else "")
+
+
+def box(doc: str, checks: Mapping[str, Iterable[Check]], **kw) -> str:
+    """Glue :func:`verdict_box` as ``verdict_box`` (Markdown) into the executing page; returns it."""
+    from myst_nb import glue
+    from IPython.display import Markdown
+    text = verdict_box(doc, checks, **kw)
+    glue("verdict_box", Markdown(text), display=False)
+    return text
+
+
 def still_to_run(item: Item, unpaid: Iterable[str]) -> str:
     """The runs at the document's scale still to be made for `item` (its owed-work ledger id while unpaid),
     listed beside its verdict; "" when none."""
@@ -418,9 +489,10 @@ def table(book: Path = BOOK) -> pd.DataFrame:
                         verdict=v, scale=item_scale(it, mine) if v in CHECKED else "", checks=detail,
                         still_to_run=still_to_run(it, unpaid),
                         profile=", ".join(sorted(set(mine["profile"].dropna()))),
-                        commit=", ".join(sorted(set(mine["commit"].dropna()))), owed=it.owed or ""))
+                        commit=", ".join(sorted(set(mine["commit"].dropna()))), owed=it.owed or "",
+                        source=it.source or ""))
     cols = ["document", "item", "kind", "where", "page", "shown_as", "document_value", "ours", "verdict", "scale",
-            "checks", "still_to_run", "profile", "commit", "owed"]
+            "checks", "still_to_run", "profile", "commit", "owed", "source"]
     return pd.DataFrame(out, columns=cols)
 
 
@@ -428,9 +500,21 @@ def _kinds(t: pd.DataFrame) -> pd.Series:
     return pd.Series([scale_kind(x) if x else "" for x in t["scale"]], index=t.index, dtype=object)
 
 
+def own(t: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `t` that are the documents' own items (not those of another source: ``source``)."""
+    return t[t["source"].fillna("") == ""] if "source" in t else t
+
+
+def beyond(t: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `t` that a page checks from another source (``source``, e.g. "beyond the notes"): scored
+    and listed apart, not counted among the document's items."""
+    return t[t["source"].fillna("") != ""] if "source" in t else t.iloc[0:0]
+
+
 def counts(t: pd.DataFrame) -> pd.DataFrame:
     """Items per document and verdict, and how many of them have runs still to be made at the document's
-    scale ("still to run": beside the verdicts, not one of them)."""
+    scale ("still to run": beside the verdicts, not one of them); the documents' own items only (:func:`own`)."""
+    t = own(t)
     c = pd.DataFrame(0, index=pd.Index(DOCUMENTS, name="document"), columns=list(VERDICTS))
     for (d, v), n in (t.groupby(["document", "verdict"]).size().items() if len(t) else []):
         c.loc[d, v] = n
@@ -440,7 +524,9 @@ def counts(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def by_scale(t: pd.DataFrame) -> pd.DataFrame:
-    """Checked items per document, verdict and scale (the document's setting, a stand-in, reduced)."""
+    """Checked items per document, verdict and scale (the document's setting, a stand-in, reduced); the
+    documents' own items only (:func:`own`)."""
+    t = own(t)
     chk = t[t["verdict"].isin(CHECKED)]
     idx = pd.MultiIndex.from_product([DOCUMENTS, SCALES], names=["document", "scale"])
     c = pd.DataFrame(0, index=idx, columns=list(CHECKED))
@@ -483,6 +569,11 @@ def status_table(t: pd.DataFrame) -> str:
         lines.append(f"| {doc} | {r['items']} | " + " | ".join(cells) + f" | {int(r['still to run'])} |")
     ledger = owed.frame()
     lines.append("")
+    extra = beyond(t)
+    for (d, src), g in extra.groupby(["document", "source"], sort=True):
+        n = g["verdict"].value_counts()
+        lines.append(f"- {d} {document(d).get('short', '')}, {src} (not counted above): {len(g)} claims of other "
+                     "sources that the pages check: " + ", ".join(f"{k} {v}" for v, k in n.items()) + ".")
     for d in DOCUMENTS:
         missing = sorted({it.missing for it in items(d) if it.status == "not executable"})
         gpu = ledger[ledger["document"] == d] if len(ledger) else ledger
@@ -528,7 +619,7 @@ def items_view(t: pd.DataFrame, doc: str):
     import html
 
     from IPython.display import HTML
-    mine = t[t["document"] == doc]
+    mine, extra = own(t[t["document"] == doc]), beyond(t[t["document"] == doc])
     if mine.empty:
         return HTML("<p>No item listed yet: not attempted.</p>")
     shown = mine[mine["verdict"].isin(CHECKED)]
@@ -547,6 +638,11 @@ def items_view(t: pd.DataFrame, doc: str):
         tab = _html_table(na[["item", "checks"]].rename(columns={"checks": "why"}))
         parts.append(f'<details class="scorecard"><summary>{len(na)} items not attempted</summary>{tab}'
                      "</details>")
+    for src, g in extra.groupby("source", sort=True):
+        tab = _html_table(g[["item", "verdict", "scale", "checks", "page"]].rename(
+            columns={"checks": "our checks", "page": "our page"}), colour="verdict")
+        parts.append(f"<p><b>{html.escape(src[0].upper() + src[1:])}</b>: {len(g)} claims of other sources that "
+                     f"the pages check, scored here and not counted among the document's items.</p>{tab}")
     return HTML("".join(parts))
 
 

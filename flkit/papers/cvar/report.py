@@ -167,8 +167,18 @@ def _combine(checks) -> tuple[str, str]:
     return verdict, checks[0].rule
 
 
-def _table1_reading(ours: pd.DataFrame) -> dict:
-    """The checks behind `confirm_table1`: the per-seed paired claims (claims.Check) and the means shown."""
+def _at_horizon(check, rounds: int | None):
+    """`check` of a Table 1 reading measured on runs of `rounds` rounds: not testable at this scale when they stop
+    before the document's horizon (`claims.horizon`; the numbers kept beside it)."""
+    from flkit.papers import claims
+    from flkit.papers.cvar.experiments import PAPER
+    return claims.horizon(check, rounds, PAPER["fmnist"]["rounds"])
+
+
+def _table1_reading(ours: pd.DataFrame, rounds: int | None = None) -> dict:
+    """The checks behind `confirm_table1`: the per-seed paired claims (claims.Check) and the means shown;
+    `rounds`: the runs' horizon, when it is shorter than the document's every check is not testable at this
+    scale (`claims.horizon`)."""
     m = ours.groupby(["gamma", "alpha", "quantity"])["value"].mean()
     per = ours.pivot_table(index=["gamma", "alpha", "quantity"], columns="seed", values="value")
     v = lambda g, a, q: per.loc[(g, a, q)].to_numpy(dtype=float)  # noqa: E731
@@ -192,15 +202,18 @@ def _table1_reading(ours: pd.DataFrame) -> dict:
     p1 = _paired("pattern 1: (0.1, 0.1) above FedAvg", v(0.1, 0.1, "pattern 1"), v(1.0, 1.0, "pattern 1"))
     harder = _paired("FedAvg: pattern 1 above pattern 2", v(1.0, 1.0, "pattern 1"), v(1.0, 1.0, "pattern 2"))
     best_check = dataclasses.replace(best_check, what=f"best overall cell is (gamma, alpha) = (0.1, 0.1); ours: ({best[0]:g}, {best[1]:g})")
+    h = lambda c: _at_horizon(c, rounds)  # noqa: E731
+    best_check, level, rise, p1, harder, beats = h(best_check), h(level), h(rise), h(p1), h(harder), [h(b) for b in beats]
     return dict(m=m, overall=overall, best=best, fed=fed, cell=cell, aware=aware, best_check=best_check,
                 level=level, rise=rise, beats=beats, p1=p1, harder=harder)
 
 
-def confirm_table1(ours: pd.DataFrame) -> pd.DataFrame:
+def confirm_table1(ours: pd.DataFrame, rounds: int | None = None) -> pd.DataFrame:
     """The document's reading of Table 1, checked on our per-seed numbers with the book's agreement rule
     (`flkit.papers.claims`): paired over seeds, a difference counts when it exceeds two standard errors;
-    verdict "confirmed", "contradicted" or "not testable at this scale" (``confirmed``: the first)."""
-    r = _table1_reading(ours)
+    verdict "confirmed", "contradicted" or "not testable at this scale" (``confirmed``: the first). `rounds`:
+    the runs' horizon; shorter than the document's, every statement is not testable at this scale."""
+    r = _table1_reading(ours, rounds)
     overall, best, fed, cell, aware = r["overall"], r["best"], r["fed"], r["cell"], r["aware"]
     best_check, level, rise, beats = r["best_check"], r["level"], r["rise"], r["beats"]
     rows = [
@@ -234,7 +247,9 @@ MNIST_CLAIMS = [(0.9, 9, "Fig. 3(c)", 50.0), (0.8, 8, "Fig. 4(c)", 60.0), (0.8, 
 def confirm_mnist(df: pd.DataFrame, last_frac: float = 0.1) -> pd.DataFrame:
     """The document's reading of Figs. 3-4 checked on our runs: test accuracy on each rare class
     (mean over the evaluations of the last `last_frac` of the rounds, then over seeds), FedAvg vs
-    Fed-CVaR-Avg; and the overall accuracy."""
+    Fed-CVaR-Avg; and the overall accuracy, "better overall" on the paired per-seed values
+    (`claims.compare`: `difference` the mean paired difference, `two_se` two standard errors of it, `paired`
+    the verdict, `check` the claims.Check; `confirmed` when it is "confirmed")."""
     acc = final_accuracies(df, last_frac)
     rows = []
     for r, c, fig, doc_from in MNIST_CLAIMS:
@@ -247,14 +262,20 @@ def confirm_mnist(df: pd.DataFrame, last_frac: float = 0.1) -> pd.DataFrame:
                          fedavg=fed.mean(), fed_cvar_avg=prop.mean(), seeds=len(prop),
                          better_every_seed=bool((prop - fed).dropna().gt(0).all()),
                          confirmed=bool(prop.mean() > 80 and prop.mean() > fed.mean())))
+    from flkit.papers import claims
     for r in sorted(set(acc["pattern_frac"]), reverse=True):
         sel = acc[(acc["pattern_frac"] == r) & (acc["metric"] == "test_acc")]
         fed = sel[sel["method"] == "fedavg"].set_index("seed")["value"]
         prop = sel[sel["method"] == "fed-cvar-avg"].set_index("seed")["value"]
+        seeds = sorted(set(fed.index) & set(prop.index))
+        # "better overall" on paired runs (the same seed: the same split and relayed users): claims.compare
+        paired = claims.compare(f"r = {r}: overall accuracy, Fed-CVaR-Avg above FedAvg ({fed.mean():.2f} %)",
+                                prop.loc[seeds].to_numpy(float), fed.loc[seeds].to_numpy(float))
         rows.append(dict(figure="Fig. 3(b)" if r == 0.9 else "Fig. 4(b)", r=r, rare_class="overall",
                          document="Algorithm 1 better overall", fedavg=fed.mean(), fed_cvar_avg=prop.mean(),
                          seeds=len(prop), better_every_seed=bool((prop - fed).dropna().gt(0).all()),
-                         confirmed=bool(prop.mean() > fed.mean())))
+                         difference=paired.ours, two_se=paired.margin, paired=paired.verdict,
+                         confirmed=paired.verdict == "confirmed", check=paired))
     return pd.DataFrame(rows)
 
 
@@ -317,7 +338,9 @@ def run_slopes(df: pd.DataFrame, last_frac: float = 0.25) -> pd.DataFrame:
 
 def mnist_slopes(df: pd.DataFrame, last_frac: float = 0.25) -> pd.DataFrame:
     """`run_slopes` over seeds: mean slope (pp per 1000 rounds), its standard error over seeds (sd / sqrt n),
-    and "still rising": the mean slope exceeds 2 standard errors (the book's rule for a difference)."""
+    "still rising": the mean slope exceeds 2 standard errors (the book's rule for a difference); `verdict` and
+    `check`: the claim "no longer rising" (`claims.not_rising`: not testable at this scale when the slope is
+    inside two standard errors of zero)."""
     from flkit.papers.claims import se
     per = run_slopes(df, last_frac)
     out = per.groupby(["figure", "r", "quantity", "method"], sort=False)["slope"].agg(
@@ -325,6 +348,16 @@ def mnist_slopes(df: pd.DataFrame, last_frac: float = 0.25) -> pd.DataFrame:
     # a flat curve's least-squares slope is floating-point noise (~1e-13), its se as small: 1e-6 pp per 1000
     # rounds is the floor below which a slope counts as zero
     out["still_rising"] = out["slope"] > np.maximum(2 * out["se"], 1e-6)
+    from flkit.papers import claims
+    checks = []
+    for r in out.itertuples():
+        sel = per[(per["figure"] == r.figure) & (per["method"] == r.method) & (per["quantity"] == r.quantity)]
+        who = "overall" if r.quantity == "overall" else "rare class " + r.quantity
+        checks.append(claims.not_rising(f"r = {r.r}, {who}, {METHOD_LABELS[r.method]}: no longer rising at the last "
+                                        f"round (slope {r.slope:.2f} ± {r.se:.2f} pp per 1000 rounds)",
+                                        sel["slope"].to_numpy(float), floor=1e-6))
+    out["verdict"] = [c.verdict for c in checks]
+    out["check"] = checks
     return out
 
 
@@ -345,11 +378,13 @@ def table1_item(gamma: float, alpha: float, quantity: str) -> str:
     return f"Table 1: γ={gamma}, α={alpha}, {quantity}"
 
 
-def scorecard_table1(ours: pd.DataFrame) -> dict[str, list]:
+def scorecard_table1(ours: pd.DataFrame, rounds: int | None = None) -> dict[str, list]:
     """The fmnist_table page's checks, by item: each of the 60 numbers of Table 1 against ours
     (`claims.agree`: our per-seed values vs the document's mean, its ± read as an sd over 5 repetitions,
     a number the document does not state), and the text's reading of the table (the paired checks of
-    `confirm_table1`, unchanged)."""
+    `confirm_table1`, unchanged). `rounds`: the runs' horizon; when it is shorter than the document's (6000),
+    every check is "not testable at this scale", its numbers kept beside it (`claims.horizon`): the document
+    reads Table 1 after its last round."""
     from flkit.papers import claims
     ref = table1_reference()
     out: dict[str, list] = {}
@@ -357,8 +392,9 @@ def scorecard_table1(ours: pd.DataFrame) -> dict[str, list]:
         vals = ours[(ours["gamma"] == r.gamma) & (ours["alpha"] == r.alpha) & (ours["quantity"] == r.quantity)]
         vals = vals.sort_values("seed")["value"].to_numpy(dtype=float)
         what = f"γ={r.gamma}, α={r.alpha}, {r.quantity}: ours vs the document's (%)"
-        out[table1_item(r.gamma, r.alpha, r.quantity)] = [claims.agree(what, vals, r.value, ref_sd=r.sd)]
-    rd = _table1_reading(ours)
+        out[table1_item(r.gamma, r.alpha, r.quantity)] = [_at_horizon(claims.agree(what, vals, r.value, ref_sd=r.sd),
+                                                                      rounds)]
+    rd = _table1_reading(ours, rounds)
     out[TABLE1_CLAIMS["rise"]] = [rd["rise"], rd["level"]]
     out[TABLE1_CLAIMS["p1"]] = [rd["p1"]]
     out[TABLE1_CLAIMS["harder"]] = [rd["harder"]]
@@ -415,6 +451,18 @@ def table1_statements(checks: Mapping[str, list]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+_MEASURED = ("beyond two standard errors in the claimed direction", "beyond two standard errors against the claim",
+             "inside two standard errors")
+
+
+def _measured(c) -> str:
+    """What a paired check measured, whatever its verdict: its mean difference beyond two standard errors
+    (its margin) for the claim, against it, or inside."""
+    if not (np.isfinite(c.ours) and np.isfinite(c.margin)):
+        return _MEASURED[2]
+    return _MEASURED[0] if c.ours > c.margin else _MEASURED[1] if c.ours < -c.margin else _MEASURED[2]
+
+
 def _pp(x: float) -> str:
     return span([x], signed=True)
 
@@ -447,7 +495,9 @@ def table1_words(ours: pd.DataFrame, checks: Mapping[str, list]) -> dict:
     out["rare"], out["rare_sd"] = span(rare["ours"], 0), span(rare["ours sd"], 0)
     out["doc_rare_sd"] = span(rare["document sd"], 1)
     agree = [c for item, cs in checks.items() if item.startswith("Table 1: ") for c in cs]
-    out["agree"] = f"{sum(c.verdict == 'agrees' for c in agree)} of {len(agree)}"
+    # within the agreement rule's margin at the runs' horizon (the verdict itself may be "not testable at this
+    # scale" when the runs stop before the document's horizon: claims.horizon)
+    out["agree"] = f"{sum(bool(abs(c.ours - c.reference) <= c.margin) for c in agree)} of {len(agree)}"
     out["run"] = f"{int(np.isfinite(cmp['ours']).sum())} of {len(cmp)}"
     out["below"] = f"{int((cmp['difference'] < 0).sum())} of {int(np.isfinite(cmp['difference']).sum())}"
     for v, name in (("confirmed", "confirmed"), ("contradicted", "contradicted"),
@@ -461,6 +511,7 @@ def table1_words(ours: pd.DataFrame, checks: Mapping[str, list]) -> dict:
                          ("best", 0, "best")):
         out[f"{name}_d"], out[f"{name}_2se"] = _pp(c(key, i).ours), f"{c(key, i).margin:.1f}"
         out[f"{name}_verdict"] = c(key, i).verdict
+        out[f"{name}_measured"] = _measured(c(key, i))
     out["fed_p1"], out["fed_p2"] = f"{fed['pattern 1']:.1f}", f"{fed['pattern 2']:.1f}"
     out["cell_p1"], out["cell_p2"] = f"{cell['pattern 1']:.1f}", f"{cell['pattern 2']:.1f}"
     best, overall = rd["best"], rd["overall"]
@@ -469,8 +520,10 @@ def table1_words(ours: pd.DataFrame, checks: Mapping[str, list]) -> dict:
     beats = checks[TABLE1_CLAIMS["beats"]]
     out["beats_means"] = f"{sum(overall[a] > fed['overall'] for a in rd['aware'])} of {len(rd['aware'])}"
     out["beats_n"] = len(beats)
-    out["beats_confirmed"] = int(sum(b.verdict == "confirmed" for b in beats))
-    out["beats_contradicted"] = int(sum(b.verdict == "contradicted" for b in beats))
+    # measured at the runs' horizon: ahead / behind beyond two standard errors (the verdict may be "not
+    # testable at this scale" all the same, when the runs stop before the document's horizon)
+    out["beats_confirmed"] = int(sum(_measured(b) == _MEASURED[0] for b in beats))
+    out["beats_contradicted"] = int(sum(_measured(b) == _MEASURED[1] for b in beats))
     out["beats_2se"] = span([b.margin for b in beats])
     out["beats_d"] = span([b.ours for b in beats], signed=True)
     out["pattern_2se"] = span([c("rise").margin, c("p1").margin, c("harder").margin])
@@ -501,9 +554,8 @@ def _mnist_holds(check: pd.DataFrame, when: str) -> dict[str, list]:
     out: dict[str, list] = {}
     for r in check.itertuples():
         if r.rare_class == "overall":
-            c = claims.holds(f"r = {r.r}: overall accuracy, Fed-CVaR-Avg above FedAvg ({r.fedavg:.2f} %), {when}",
-                             r.confirmed, f"mean over seeds ({when}): Fed-CVaR-Avg > FedAvg",
-                             ours=r.fed_cvar_avg, reference=r.fedavg)
+            c = dataclasses.replace(r.check, what=f"{r.check.what}, {when}",
+                                    rule=f"{r.check.rule} (paired over seeds, {when})")
         else:
             c = claims.holds(f"r = {r.r}: rare class {r.rare_class}, Fed-CVaR-Avg above 80 % and above FedAvg "
                              f"({r.fedavg:.2f} %), {when}", r.confirmed,
@@ -518,9 +570,12 @@ def scorecard_mnist(check: pd.DataFrame, final: pd.DataFrame | None = None,
     """The mnist page's checks, by item (Fig. 3(b), 3(c), 4(b), 4(c), 4(d)): the rows of `confirm_mnist`
     as `claims.holds`, with their criterion unchanged (means over seeds of the last 10 % of the rounds:
     rare class, Fed-CVaR-Avg above 80 % and above FedAvg; overall, Fed-CVaR-Avg above FedAvg); `final`:
-    the same rows on the final-round accuracy (`confirm_mnist(df, last_frac=0)`), filed beside them;
-    `slopes` (`mnist_slopes`): under `MNIST_HORIZON_ITEM`, one `claims.holds` per curve, "levelled off by
-    the last round" when its mean slope over the last 25 % of the rounds is not above 2 se over seeds."""
+    the same rows on the final-round accuracy (`confirm_mnist(df, last_frac=0)`), filed beside them; the
+    overall rows are the paired check of `confirm_mnist` (`claims.compare`, a difference inside two standard
+    errors is not testable, not "confirmed");
+    `slopes` (`mnist_slopes`): under `MNIST_HORIZON_ITEM`, one `claims.not_rising` per curve: "no longer rising
+    at the last round" is confirmed only when the mean slope over the last 25 % of the rounds is below zero by
+    more than 2 se over seeds, contradicted when above zero by more than 2 se, else not testable at this scale."""
     from flkit.papers import claims
     out = _mnist_holds(check, "last 10 % of the rounds")
     if final is not None:
@@ -528,12 +583,8 @@ def scorecard_mnist(check: pd.DataFrame, final: pd.DataFrame | None = None,
             out.setdefault(k, []).extend(v)
     if slopes is not None:
         out[MNIST_HORIZON_ITEM] = [
-            claims.holds(f"r = {r.r}, {'overall' if r.quantity == 'overall' else 'rare class ' + r.quantity}, "
-                         f"{METHOD_LABELS[r.method]}: levelled off at the last round (slope {r.slope:.2f} ± "
-                         f"{r.se:.2f} pp per 1000 rounds)", not r.still_rising,
-                         "least-squares slope of the accuracy (%) on the round over the last 25 % of the rounds, "
-                         "per run; levelled off unless the mean over seeds exceeds 2 se over seeds",
-                         ours=r.slope, reference=2 * r.se)
+            dataclasses.replace(r.check, rule="least-squares slope of the accuracy (%) on the round over the last "
+                                f"25 % of the rounds, per run (pp per 1000 rounds); {r.check.rule}")
             for r in slopes.itertuples()]
     return out
 
