@@ -54,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -579,7 +580,9 @@ def to_html(notebook: Path, target: Path) -> Path:
     import nbformat
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
+    with warnings.catch_warnings():   # glued values (papermill records) have no HTML form: left out, silently
+        warnings.filterwarnings("ignore", message="Your element with mimetype")
+        body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_text(body, encoding="utf-8")

@@ -91,3 +91,26 @@ def test_after_a_rare_round_more_steps_are_above_t():
     config, table = _stored_mnist_run("fed-cvar-avg")
     row = weights.after_rare([(config, table)]).iloc[0]
     assert row["after_rare"] > row["other"] + 0.1 and 0 <= row["other"] <= 1
+
+
+def test_reading_in_words_from_the_summaries():
+    shares = pd.DataFrame([dict(method="fed-cvar-avg", r=r, group=g, fedavg_share=f, share=sh, multiplier=m,
+                                above=a) for r, g, f, sh, m, a in [
+        (0.9, "rare", 2.14, 3.14, 1.47, 50.2), (0.9, "all", 100, 100, 1.0, 30.0),
+        (0.8, "rare", 4.62, 7.79, 1.69, 59.6), (0.8, "all", 100, 100, 1.0, 29.9)]])
+    after = pd.DataFrame([dict(method="fed-cvar-avg", r=0.9, after_rare=56.3, other=29.3),
+                          dict(method="fed-cvar-avg", r=0.8, after_rare=float("nan"), other=28.3)])
+    words = weights.reading(shares, after, 0.3, 0.3)
+    assert words["w_mult_rare"] == "1.47 (r = 90 %) and 1.69 (r = 80 %)"
+    assert words["w_share"] == "from 2.1 % to 3.1 % (r = 90 %) and from 4.6 % to 7.8 % (r = 80 %)"
+    assert words["w_after"] == "56 % against 29 % (r = 90 %) and n/a against 28 % (r = 80 %)"
+    assert words["w_max"] == "2.63" and words["w_alpha"] == "30 %"
+
+
+def test_for_reading_puts_mean_and_se_in_one_cell():
+    df = pd.DataFrame(dict(method=["fedavg"] * 2, r=[0.9, 0.9], group=["rare", "all"], seed=[0, 0],
+                           fedavg_share=[0.02, 1.0], share=[0.03, 1.0], multiplier=[1.5, float("nan")],
+                           above=[0.5, 0.3]))
+    out = weights.for_reading(weights.summary(pd.concat([df, df.assign(seed=1, share=df["share"] + 0.01)])))
+    assert out.loc[0, "share (%)"] == "3.50 ± 0.50" and out.loc[1, "weight per step (x FedAvg)"] == "n/a"
+    assert list(out["r"]) == ["90 %", "90 %"] and list(out["seeds"]) == [2, 2]

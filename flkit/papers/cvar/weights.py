@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["above_steps", "round_weights", "group_weights", "after_rare", "runs_of", "summary"]
+__all__ = ["above_steps", "round_weights", "group_weights", "after_rare", "runs_of", "summary", "reading",
+           "for_reading"]
 
 
 def above_steps(t: np.ndarray, steps: np.ndarray, alpha: float, gamma: float, lr_t: float) -> np.ndarray:
@@ -54,6 +55,11 @@ def round_weights(t, steps, alpha: float, gamma: float, lr_t: float) -> np.ndarr
     """W_n, the gradient weight of every round in FedAvg's units."""
     a = above_steps(t, steps, alpha, gamma, lr_t)
     return gamma * np.asarray(steps, float) + (1 - gamma) * a / alpha if gamma < 1 else np.asarray(steps, float)
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> float:
+    """sum(num) / sum(den); NaN when there is nothing to sum (a group never relayed in the window)."""
+    return float(num.sum() / den.sum()) if den.sum() > 0 else float("nan")
 
 
 def _user_steps(config: Mapping) -> np.ndarray:
@@ -92,8 +98,8 @@ def after_rare(runs: Sequence[tuple[Mapping, pd.DataFrame]]) -> pd.DataFrame:
         F = int(np.rint(config["frequent_frac"] * config["num_users"]))
         frequent, after = users < F, np.r_[False, users[:-1] >= F]
         rows.append(dict(method=config["method"], seed=config["seed"], r=config.get("pattern_frac"),
-                         after_rare=a[frequent & after].sum() / steps[frequent & after].sum(),
-                         other=a[frequent & ~after].sum() / steps[frequent & ~after].sum()))
+                         after_rare=_ratio(a[frequent & after], steps[frequent & after]),
+                         other=_ratio(a[frequent & ~after], steps[frequent & ~after])))
     return pd.DataFrame(rows)
 
 
@@ -112,8 +118,7 @@ def group_weights(runs: Sequence[tuple[Mapping, pd.DataFrame]], last_rounds: int
             rows.append(dict(method=config["method"], alpha=config["alpha"], gamma=config["gamma"],
                              seed=config["seed"], r=config.get("pattern_frac"), group=group, rounds=int(m.sum()),
                              fedavg_share=steps[m].sum() / steps[keep].sum(), share=w[m].sum() / w[keep].sum(),
-                             multiplier=w[m].sum() / steps[m].sum() if m.any() else np.nan,
-                             above=a[m].sum() / steps[m].sum() if m.any() else np.nan))
+                             multiplier=_ratio(w[m], steps[m]), above=_ratio(a[m], steps[m])))
     return pd.DataFrame(rows)
 
 
@@ -133,3 +138,41 @@ def summary(df: pd.DataFrame, columns=("fedavg_share", "share", "multiplier", "a
     g = pct.groupby(keys, sort=False)[cols]
     out = g.mean().join(g.sem(ddof=1).fillna(0.0).add_suffix("_se"))
     return out.assign(seeds=g.size()).reset_index()
+
+
+def reading(shares: pd.DataFrame, after: pd.DataFrame, alpha: float, gamma: float) -> dict[str, str]:
+    """The page's numbers in words, from `summary` of `group_weights` (shares) and of `after_rare` (after),
+    Fed-CVaR-Avg's rows, one clause per r ("n/a" where a group was never relayed)."""
+    cv = shares[shares["method"] != "fedavg"]
+    pick = lambda g: cv[cv["group"] == g].set_index("r")  # noqa: E731
+    rs = sorted(cv["r"].unique(), reverse=True)
+    each = lambda fmt: " and ".join(f"{fmt(r)} (r = {100 * r:.0f} %)" for r in rs)  # noqa: E731
+    num = lambda v, f, unit="": "n/a" if pd.isna(v) else format(v, f) + unit  # noqa: E731
+    al, ra, af = pick("all"), pick("rare"), after.set_index("r")
+    return {
+        "w_above_all": each(lambda r: num(al.loc[r, "above"], ".1f", " %")),
+        "w_mult_all": each(lambda r: num(al.loc[r, "multiplier"], ".2f")),
+        "w_mult_rare": each(lambda r: num(ra.loc[r, "multiplier"], ".2f")),
+        "w_max": f"{(1 - gamma) / alpha + gamma:.2f}",
+        "w_alpha": f"{100 * alpha:.0f} %",
+        "w_share": each(lambda r: f"from {num(ra.loc[r, 'fedavg_share'], '.1f', ' %')} to "
+                                  f"{num(ra.loc[r, 'share'], '.1f', ' %')}"),
+        "w_after": each(lambda r: f"{num(af.loc[r, 'after_rare'], '.0f', ' %')} against "
+                                  f"{num(af.loc[r, 'other'], '.0f', ' %')}"),
+    }
+
+
+_HEADERS = {"fedavg_share": "FedAvg's share (%)", "share": "share (%)", "multiplier": "weight per step (x FedAvg)",
+            "above": "steps above t (%)", "after_rare": "after a rare user's round (%)", "other": "other rounds (%)"}
+
+
+def for_reading(summary_df: pd.DataFrame, decimals: int = 2) -> pd.DataFrame:
+    """A `summary` as the page shows it: mean ± standard error in one cell, headers in words."""
+    out = summary_df[[k for k in ("method", "r", "group") if k in summary_df]].copy()
+    if "r" in out:
+        out["r"] = [f"{100 * r:.0f} %" for r in out["r"]]
+    for col, head in _HEADERS.items():
+        if col in summary_df:
+            out[head] = [f"{m:.{decimals}f} ± {e:.{decimals}f}" if pd.notna(m) else "n/a"
+                         for m, e in zip(summary_df[col], summary_df[f"{col}_se"])]
+    return out.assign(seeds=summary_df["seeds"])
