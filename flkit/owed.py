@@ -53,7 +53,7 @@ __all__ = ["Owed", "ITEMS", "FILE_CAP", "ledger", "unpaid_ids", "frame", "payabl
 
 EXIT_UNFINISHED = 75
 FILE_CAP = 16 * 2**20          # the most a result or checkpoint file may weigh (what a GPU window brings back)
-PIECE_MINUTES = {"cuda": 8.0, "cpu": 30.0}   # the longest piece on each device (issue 26)
+PIECE_MINUTES = {"cuda": 8.0, "cpu": 30.0}   # the longest piece on each device: a GPU window allows 10 min a command
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ _HICS_FMNIST_BASIS = (
     "(results/benchmarks/engine_h100.csv); evaluation: 60,000 + 10,000 images each round of each run and "
     "method, 7.5e8 forward passes at about a third of a training sample's cost, 14 min; ~41 min in all; "
     "the CNN trains one client at a time (BatchNorm/PReLU keep it off the batched path), so the kernel-launch "
-    "floor alone is ~37 min (issue 26): likely 2-4 h, priced here at 3 x 41 min")
+    "floor alone is ~37 min: likely 2-4 h, priced here at 3 x 41 min")
 # the four cheap methods of setting (2), 3 seeds x 200 rounds x 5 clients x 4 methods = 12,000 client trainings
 # (2.9e7 samples) and 12 x 200 evaluations of 70,000 images (1.7e8 forward passes)
 _S2_TRAININGS, _S2_EVALS = 12_000, 12 * 200 * 70_000
@@ -231,7 +231,7 @@ _FEDAU_GPU = ("estimated from the engine benchmark of the FedAU CIFAR-10 CNN on 
               "400 stacked models, results/benchmarks/engine_h100.csv): a run is 10,000 rounds x ~26 clients x 5 x "
               "16 samples = 2.1e7 samples (74 s) plus evaluations on 70k images every 50 rounds (~15 s); the "
               "Fashion-MNIST CNN was never measured on a GPU, and the host's per-(run, client) minibatch indices "
-              "(~1,300 syncs a round, issue 26) are not counted: likely 2-3x more")
+              "(~1,300 host syncs a round, profiled on a CPU) are not counted: likely 2-3x more")
 _FEDAU_CPU = ("extrapolated from the HiCS-FL CNN's measured 0.29 ms per training sample and 0.62 ms per evaluation "
               "forward on one thread of this CPU (a CNN of similar size): 2.1e7 samples + 1.4e7 evaluation forwards "
               "per run")
@@ -266,7 +266,7 @@ ITEMS = [
          _cvar("mnist", "paper", ram="random-draw", settings=[0.9], rounds=8000), 3,
          "diagnoses Fig. 3: are the rare-class curves still rising at round 4000?",
          6.7 / 10, "estimated from the stored runs (223 s for a batch of 20 runs of 4000 rounds on a GPU): a batch "
-         "of 10 is latency-bound, about 6.7 min rather than 3.7 (issue 26)",
+         "of 10 is latency-bound, about 6.7 min rather than 3.7",
          _CVAR_HORIZON_CPU_H * 60 / 10, "measured: cvar_sweep.py mnist --profile paper --set ram=random-draw --set "
          "'settings=[0.9]' --rounds 8000 --device cpu --estimate --threads 1", cpu_measured=True, data=("mnist",)),
     Owed("hics-fmnist-s2", "004", "Table 1's FMNIST column, setting (2): random, pow-d, CS and HiCS-FL with the "
