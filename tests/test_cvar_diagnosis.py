@@ -31,3 +31,22 @@ def test_each_cell_is_paired_with_fedavg_on_its_seeds():
     assert rare.loc[0.3, "fedavg"] == pytest.approx(41.0) and (rare["seeds"] == 3).all()
     overall = out[out["quantity"] == "overall"]
     assert (overall["difference"] == 0).all() and len(out) == 4
+
+
+def test_gain_words_and_the_strong_risk_settings():
+    from flkit.papers import cvar
+    out = diagnosis.paired_gains(_runs({(0.1, 0.1): [3.0, 3.2, 2.8]}))
+    w = diagnosis.gain_words(out, 0.1, 0.1)
+    assert w["rare"] == "class 9: 44.0 % against 41.0 % (paired difference +3.0 ± 0.2 points, confirmed)"
+    assert w["overall"].startswith("90.0 % against 90.0 % (paired difference +0.0 ± 0.0 points") and w["seeds"] == "3"
+    assert diagnosis.gain_words(out, 0.3, 0.3)["rare"].startswith("n/a")
+    s = cvar.settings("mnist", "paper", ram="random-draw")
+    strong = diagnosis.strong_risk(s)
+    assert strong["cells"] == [[0.1, 0.1]] and strong["settings"] == [0.9] and strong["seeds"] == [0, 1, 2]
+    assert strong["ram"] == "random-draw" and strong["rounds"] == 4000
+    assert diagnosis.strong_risk(cvar.settings("mnist", "smoke"))["seeds"] == cvar.settings("mnist", "smoke")["seeds"]
+
+
+def test_for_reading_names_the_columns():
+    out = diagnosis.for_reading(diagnosis.paired_gains(_runs({(0.3, 0.3): [3.0, 3.2, 2.8]})))
+    assert list(out["r"]) == ["90 %", "90 %"] and "paired difference (points)" in out.columns

@@ -148,7 +148,8 @@ def reading(shares: pd.DataFrame, after: pd.DataFrame, alpha: float, gamma: floa
     rs = sorted(cv["r"].unique(), reverse=True)
     each = lambda fmt: " and ".join(f"{fmt(r)} (r = {100 * r:.0f} %)" for r in rs)  # noqa: E731
     num = lambda v, f, unit="": "n/a" if pd.isna(v) else format(v, f) + unit  # noqa: E731
-    al, ra, af = pick("all"), pick("rare"), after.set_index("r")
+    af = (after[after["method"] != "fedavg"] if "method" in after else after).set_index("r")
+    al, ra = pick("all"), pick("rare")
     return {
         "w_above_all": each(lambda r: num(al.loc[r, "above"], ".1f", " %")),
         "w_mult_all": each(lambda r: num(al.loc[r, "multiplier"], ".2f")),
