@@ -403,7 +403,10 @@ def _glued(path) -> dict:
     return out
 
 
-BOX_PAGES = ["cvar/mnist", "cvar/fmnist_table", "cvar/synthetic_2d", "hics/entropy", "hics/fmnist", "hics/theory"]
+BOX_PAGES = ["cvar/mnist", "cvar/fmnist_table", "cvar/synthetic_2d", "hics/entropy", "hics/fmnist", "hics/theory",
+             "fedau/overfitting", "fedau/theory", "fedau/weights", "fedau/table", "fedau/cutoff",
+             "availability/weights", "availability/markov", "availability/sampling", "availability/cafed",
+             "mifa/quadratic", "mifa/logistic", "mifa/theory"]
 
 
 @pytest.mark.parametrize("page", BOX_PAGES)
@@ -424,6 +427,12 @@ def test_verdict_box_opens_the_page_and_agrees_with_the_scorecard(page, record_t
         if m:
             got = rows.set_index("item").loc[m.group(1), "verdict"]
             assert m.group(2) == got, (page, m.group(1))
+
+
+def test_verdict_box_headline_of_a_pass_fail_check_shows_no_missing_numbers():
+    box = scorecard.verdict_box("001", {"Eq. (4)": [claims.holds("p_i as eq. (4) gives it", True, "within 3 s.e.")]},
+                                page="availability/weights", tests="t")
+    assert "n/a" not in box and "p_i as eq. (4) gives it; rule: within 3 s.e. Verdict: **reproduced**" in box
 
 
 def test_verdict_box_rejects_an_unknown_headline():

@@ -406,7 +406,9 @@ def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, t
     c = next((x for x in checks[head] if math.isfinite(x.ours)), checks[head][0])
     document_side = c.rule.startswith(("|ours - document|", "ours - document", "document - ours", "measured",
                                        "mean over seeds"))
-    if not document_side:
+    if not math.isfinite(c.ours) and not math.isfinite(c.reference):
+        numbers = ""            # a pass/fail criterion: its words and its rule say it all
+    elif not document_side:
         numbers = f"ours {claims.number(c.ours, c.spread)}, tested against {claims.number(c.reference)}"
     elif math.isfinite(c.reference):
         numbers = f"ours {claims.number(c.ours, c.spread)}, the document's {claims.number(c.reference)}"
@@ -415,7 +417,8 @@ def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, t
     hs = item_scale(known[head], pd.DataFrame(dict(scale=[scale])))
     lines = [f"**What this page tests.** {tests[:1].upper() + tests[1:]}.",
              f"**Scale.** {scale}.",
-             f"**Headline: {head}.** {c.what}: {numbers}; rule: {c.rule}. Verdict: **{label(vs[head], hs)}**.",
+             f"**Headline: {head}.** {c.what}{': ' + numbers if numbers else ''}; rule: {c.rule.rstrip('.')}. "
+             f"Verdict: **{label(vs[head], hs)}**.",
              f"**Verdicts of the {len(own_items)} item{'s' if len(own_items) != 1 else ''} of document {doc} this page "
              f"checks.** {_verdict_words(own_items.values())}."]
     if other:
