@@ -56,9 +56,10 @@ def test_ledger_is_ordered_by_value(tmp_path, monkeypatch):
     assert df.value.is_monotonic_increasing and df.value.is_unique
     assert sorted(it.value for it in owed.ITEMS) == list(range(1, len(owed.ITEMS) + 1))
     ids = list(df.id)
-    first = ["cvar-mnist-authors-ram", "cvar-mnist-input-scaling", "cvar-mnist-horizon", "hics-fmnist-s2",
-             "cvar-table1-paper"]
-    assert ids[:5] == first and ids[-1] == "fedau-cutoff-paper"
+    first = ["cvar-mnist-input-scaling", "cvar-mnist-horizon", "hics-fmnist-s2", "cvar-table1-paper"]
+    assert ids[:4] == first and ids[-1] == "fedau-cutoff-paper"
+    # the MNIST RAM-vector runs have no basis in the document: a labelled sensitivity check, near the end
+    assert ids.index("cvar-mnist-authors-ram") > ids.index("cvar-fig2-causes")
     assert [it.id for it in owed.ledger()] == ids
 
 
@@ -90,7 +91,8 @@ def test_payable_rule(monkeypatch):
     """On cuda: the GPU items; on cpu: the CPU items and those whose CPU price was measured here; data present."""
     monkeypatch.setattr(owed.Owed, "data_here", lambda self: True)
     by = {it.id: it for it in owed.ITEMS}
-    assert owed.payable(by["cvar-mnist-authors-ram"], "cpu")[0] and owed.payable(by["cvar-mnist-authors-ram"], "cuda")[0]
+    scaling = by["cvar-mnist-input-scaling"]
+    assert owed.payable(scaling, "cpu")[0] and owed.payable(scaling, "cuda")[0]
     assert owed.payable(by["cvar-fig2-causes"], "cpu")[0] and not owed.payable(by["cvar-fig2-causes"], "cuda")[0]
     ok, why = owed.payable(by["fedau-cutoff-paper"], "cpu")
     assert not ok and "extrapolated" in why
