@@ -137,3 +137,30 @@ def test_sweep_keeps_the_table_methods_apart():
     assert len(groups) == 6                                     # 3 patterns x (memoryless, tables)
     assert {frozenset(m) for m in groups.values()} == {frozenset({"MIFA", "FedVarp"}),
                                                         frozenset(set(T.METHODS) - {"MIFA", "FedVarp"})}
+
+
+def test_differences_reports_every_method_against_fedau_with_the_documents_columns():
+    """Each method minus FedAU (K = inf), paired over seeds, with the direction by the two-se rule, beside the
+    document's differences on its four data sets (typed once in table._DOC)."""
+    s = dict(rounds=100, window=50, patterns=["bernoulli"])
+    rows = []
+    base = {1: 0.80, 2: 0.82, 3: 0.81}
+    shift = {"FedAU (K = inf)": 0.0, "MIFA": 0.02, "Average all": -0.001}
+    noise = {1: 0.0, 2: 0.004, 3: -0.004}
+    for m, d in shift.items():
+        for seed, b in base.items():
+            v = b + d + (noise[seed] if m == "Average all" else 0.0)
+            rows.append(dict(pattern="bernoulli", method=m, seed=seed, metric="test_acc", round=100, value=v))
+    out = T.differences(pd.DataFrame(rows), s).set_index("method")
+    assert set(out.index) == {"MIFA", "Average all"}
+    assert out.loc["MIFA", "ours"] == pytest.approx(2.0) and out.loc["MIFA", "direction"] == "ahead"
+    assert out.loc["Average all", "ours"] == pytest.approx(-0.1) and out.loc["Average all", "direction"] == "inside noise"
+    assert out.loc["MIFA", "document, CIFAR-10"] == pytest.approx(77.5 - 77.1)
+    assert out.loc["MIFA", "document, CIFAR-100"] == pytest.approx(48.4 - 52.3)
+    assert out.loc["MIFA", "document_ahead"] == "1 of 4"
+
+
+def test_ours_label_names_what_departs_from_the_document():
+    assert T.ours_label(T.profile("reduced")) == "Fashion-MNIST, logistic regression, 1,000 rounds (ours)"
+    paper = T.profile("paper")
+    assert T.ours_label(paper) == "Fashion-MNIST (ours)"

@@ -12,6 +12,7 @@ import pytest
 
 from flkit import owed
 from flkit.papers import claims, scorecard
+from flkit.reproduce import generated
 
 BOOK = scorecard.BOOK
 CHAPTER_PAGES = sorted(p for p in BOOK.glob("*/*.ipynb") if p.parent.name not in ("appendix", "scorecard"))
@@ -348,6 +349,35 @@ def test_intro_status_table_comes_from_the_record(record_table):
     i, j = scorecard.intro_block(text)
     assert text[i:j].strip() == scorecard.status_table(record_table).strip(), \
         "run `python -m flkit.papers.scorecard --intro` to regenerate the introduction's status table"
+
+
+@pytest.mark.parametrize("doc", scorecard.DOCUMENTS)
+def test_chapter_index_verdicts_come_from_the_record(doc, record_table):
+    """Each chapter index states its pages' verdicts in a block generated from the scorecard's table, and its
+    hand-written prose carries no verdict counts or status line of its own (they would go stale)."""
+    ch = scorecard.document(doc).get("chapter")
+    path = BOOK / ch / "index.md"
+    text = path.read_text()
+    i, j = generated(text, scorecard._CH_BEGIN, scorecard._CH_END)
+    assert text[i:j].strip() == scorecard.chapter_block(record_table, doc).strip(), \
+        f"run `python -m flkit.papers.scorecard --intro` to regenerate the verdicts of {path.name}"
+    prose = text[:i] + text[j:]
+    assert not re.search(r"\(\d+ of \d+ items?\)", prose), f"{ch}/index.md counts verdicts by hand"
+    assert "**Status" not in prose, f"{ch}/index.md states a status by hand"
+
+
+def test_chapter_block_counts_each_page_once_and_sums_to_the_document():
+    t = pd.DataFrame(dict(document=["003"] * 4, item=["a", "b", "c", "d"], page=["cvar/mnist", "cvar/mnist", "", "cvar/x"],
+                          verdict=["reproduced", "not reproduced", "not attempted", "partly"],
+                          scale=["stand-in: MNIST for X", "document's setting", "", "reduced: 10 rounds"],
+                          still_to_run=["", "cvar-mnist-horizon", "", ""], source=["", "", "", ""]))
+    text = scorecard.chapter_block(t, "003")
+    assert "- {doc}`mnist`: reproduced (1 of 2 items) and not reproduced (1 of 2 items); 1 at the document's setting, " \
+           "1 on a stand-in; 1 with runs still to make at the document's scale." in text
+    assert "- {doc}`x`: partly (1 of 1 item); all reduced." in text
+    assert "- On no page: not attempted (1 of 1 item)." in text
+    assert "the document's 4 items: reproduced (1 of 4 items), partly (1 of 4 items), not reproduced (1 of 4 items) " \
+           "and not attempted (1 of 4 items)" in text
 
 
 def test_scorecard_page_is_current(record_table):

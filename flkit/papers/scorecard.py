@@ -704,6 +704,69 @@ def intro_block(text: str) -> tuple[int, int]:
     return generated(text, _BEGIN, _END)
 
 
+# --------------------------------------------------------------------------------------------------------
+# the chapter indexes: one generated block each, from the same table as the scorecard and the intro
+
+_CH_BEGIN = "<!-- scorecard: chapter verdicts (python -m flkit.papers.scorecard --intro) -->"
+_CH_END = "<!-- /scorecard chapter verdicts -->"
+
+
+def _scale_words(t: pd.DataFrame) -> str:
+    """'all at the document's setting' or '3 at the document's setting, 2 on a stand-in, 1 reduced'."""
+    k = _kinds(t[t["verdict"].isin(CHECKED)]).value_counts()
+    if not len(k):
+        return ""
+    if len(k) == 1:
+        only = k.index[0]
+        return "all at the document's setting" if only == DOCUMENT_SCALE else f"all {_SCALE_WORDS[only]}"
+    return ", ".join(f"{int(k[s])} {'at the document' + chr(39) + 's setting' if s == DOCUMENT_SCALE else _SCALE_WORDS[s]}"
+                     for s in SCALES if s in k)
+
+
+_SCALE_WORDS = {"stand-in": "on a stand-in", "reduced": "reduced"}
+
+
+def chapter_block(t: pd.DataFrame, doc: str) -> str:
+    """The chapter index's verdicts (Markdown): per page, the verdicts of the document's items it checks
+    (:func:`_verdict_words`, as its verdict box says them) and at which scale, the claims of other sources
+    apart, then the items on no page; the same rows as the scorecard (:func:`table`)."""
+    mine = t[t["document"] == doc]
+    ch = document(doc).get("chapter")
+    lines = [f"Every verdict below is computed from the pages' stored checks by the book's one rule (the "
+             f"{{doc}}`scorecard <../scorecard/index>` lists each item with its numbers and scale).\n"]
+    for page, g in mine[mine["page"] != ""].groupby("page", sort=False):
+        stem = page.split("/", 1)[1] if page.startswith(f"{ch}/") else f"../{page}"
+        o, b = own(g), beyond(g)
+        parts = []
+        if len(o):
+            parts.append(_verdict_words(o["verdict"]) + (f"; {_scale_words(o)}" if _scale_words(o) else ""))
+        if len(b):
+            parts.append(f"{len(b)} claim{'s' if len(b) > 1 else ''} of other sources, not counted: "
+                         + _verdict_words(b["verdict"]))
+        still = int((g["still_to_run"] != "").sum())
+        if still:
+            parts.append(f"{still} with runs still to make at the document's scale")
+        lines.append(f"- {{doc}}`{stem}`: " + "; ".join(parts) + ".")
+    rest = own(mine[mine["page"] == ""])
+    if len(rest):
+        lines.append("- On no page: " + _verdict_words(rest["verdict"]) + ".")
+    o = own(mine)
+    lines.append(f"\nIn all, the document's {len(o)} items: {_verdict_words(o['verdict'])}.")
+    return "\n".join(lines)
+
+
+def write_chapter_blocks(t: pd.DataFrame, book: Path = BOOK) -> list[Path]:
+    """Rewrite the generated verdicts block of every chapter index; returns the files written."""
+    from flkit.reproduce import regenerate
+    out = []
+    for d in DOCUMENTS:
+        ch = document(d).get("chapter")
+        if ch and (book / ch / "index.md").is_file():
+            regenerate(book / ch / "index.md", chapter_block(t, d), _CH_BEGIN, _CH_END)
+            out.append(book / ch / "index.md")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="The replication scorecard.")
     ap.add_argument("--intro", action="store_true", help="rewrite the introduction's status table from the record")
@@ -714,6 +777,8 @@ def main(argv=None) -> int:
         path = BOOK / "intro.md"
         regenerate(path, status_table(t), _BEGIN, _END)
         print(f"rewrote the status table in {path.relative_to(_REPO)}")
+        for p in write_chapter_blocks(t):
+            print(f"rewrote the verdicts of {p.relative_to(_REPO)}")
         return 0
     print(counts(t).to_string())
     return 0

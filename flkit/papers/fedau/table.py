@@ -309,16 +309,29 @@ def _cell(mean: float, sd: float) -> str:
     return f"{mean:.1f} ± {sd:.1f}" if np.isfinite(sd) else f"{mean:.1f} (1 seed)"
 
 
-def table(summary: pd.DataFrame, pattern: str, dataset: str) -> pd.DataFrame:
+def ours_label(s: Mapping) -> str:
+    """The header of our column: the data set and, where they depart from the document's, the model and the
+    rounds ("Fashion-MNIST, logistic regression, 1,000 rounds (ours)")."""
+    parts = [NAMES[s["dataset"]]]
+    if s["model"] is not None and s["model"] != DATASETS[s["dataset"]]["model"]:
+        parts.append(MODEL_WORDS.get(s["model"], str(s["model"])).replace("multinomial ", ""))
+    if s["rounds"] != 10000:
+        parts.append(f"{s['rounds']:,} rounds")
+    return ", ".join(parts) + " (ours)"
+
+
+def table(summary: pd.DataFrame, pattern: str, dataset: str, label: str | None = None) -> pd.DataFrame:
     """One pattern's block of the document's table: rows the seven methods; columns (dataset, Train/Test)
-    with ours "mean ± sd" (% over seeds) for the executed dataset first, then the document's four datasets
-    (the document's values; ours for those are not executed here)."""
+    with ours "mean ± sd" (% over seeds) for the executed dataset first (headed `label`, default
+    "<dataset> (ours)"; :func:`ours_label` names the model and rounds where they depart), then the document's
+    four datasets (the document's values; ours for those are not executed here)."""
+    label = label or f"{NAMES[dataset]} (ours)"
     rows = {}
     for m in METHODS:
         row = {}
         for metric, col in (("train_acc", "Train"), ("test_acc", "Test")):
             hit = summary[(summary.pattern == pattern) & (summary.method == m) & (summary.metric == metric)]
-            row[(f"{NAMES[dataset]} (ours)", col)] = _cell(hit["mean"].iloc[0], hit["sd"].iloc[0]) if len(hit) else "not run"
+            row[(label, col)] = _cell(hit["mean"].iloc[0], hit["sd"].iloc[0]) if len(hit) else "not run"
         for d in DOCUMENT_DATASETS:
             ref = REFERENCE[(REFERENCE.pattern == pattern) & (REFERENCE.method == m) & (REFERENCE.dataset == d)]
             for sp in ("train", "test"):
@@ -475,6 +488,34 @@ def checks(df: pd.DataFrame, s: Mapping, metric: str = "test_acc") -> list[claim
             out.append(claims.compare(f"cyclic: FedAU (K = inf) >= {other}", v("cyclic", "FedAU (K = inf)"),
                                       v("cyclic", other)))
     return out
+
+
+def differences(df: pd.DataFrame, s: Mapping, metric: str = "test_acc",
+                baseline: str = "FedAU (K = inf)") -> pd.DataFrame:
+    """Every paired difference the runs give: per pattern and method, mean over seeds of (method - `baseline`)
+    in points with its standard error, our direction by the book's rule (:func:`claims.compare` of
+    "method >= baseline": "ahead", "behind" or "inside noise"), and the document's differences on its four
+    data sets (same split) with how many of them put the method ahead of the baseline."""
+    ps = per_seed(df, s, metric)
+    split = metric.split("_")[0]
+    rows = []
+    for p in s["patterns"]:
+        if (p, baseline) not in ps.index:
+            continue
+        for m in METHODS:
+            if m == baseline or (p, m) not in ps.index:
+                continue
+            c = claims.compare(f"{PATTERNS[p]}: {m} >= {baseline}", ps.loc[(p, m)].to_numpy(),
+                               ps.loc[(p, baseline)].to_numpy())
+            ref = REFERENCE[(REFERENCE.pattern == p) & (REFERENCE.split == split)].pivot_table(
+                index="method", columns="dataset", values="mean")
+            doc = {NAMES[d]: float(ref.loc[m, d] - ref.loc[baseline, d]) for d in DOCUMENT_DATASETS}
+            ahead = sum(v > 0 for v in doc.values())
+            rows.append(dict(pattern=PATTERNS[p], method=m, ours=c.ours, se=c.spread,
+                             direction={"confirmed": "ahead", "contradicted": "behind"}.get(c.verdict, "inside noise"),
+                             **{f"document, {k}": v for k, v in doc.items()},
+                             document_ahead=f"{ahead} of {len(doc)}"))
+    return pd.DataFrame(rows)
 
 
 def bias_term(s: Mapping, p_min: float, Ks: Sequence, seeds: Sequence[int]) -> pd.DataFrame:
