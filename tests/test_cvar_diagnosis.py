@@ -50,3 +50,31 @@ def test_gain_words_and_the_strong_risk_settings():
 def test_for_reading_names_the_columns():
     out = diagnosis.for_reading(diagnosis.paired_gains(_runs({(0.3, 0.3): [3.0, 3.2, 2.8]})))
     assert list(out["r"]) == ["90 %", "90 %"] and "paired difference (points)" in out.columns
+
+
+def test_scaling_effect_pairs_each_method_across_the_two_inputs():
+    """The authors' scaling minus the document's, per method and quantity, on the seeds both have; only the
+    Fed-CVaR-Avg cells the authors'-scaling runs have are compared."""
+    doc = _runs({(0.3, 0.3): [3.0, 3.0, 3.0], (0.1, 0.1): [9.0, 9.0, 9.0]})
+    auth = _runs({(0.3, 0.3): [13.0, 11.0, 12.0]})
+    auth = auth[auth["seed"] < 2]                                     # two seeds stored so far
+    auth.loc[(auth["method"] == "fedavg") & (auth["metric"] == "test_acc_class"), "value"] += 0.05
+    out = diagnosis.scaling_effect(doc, auth).set_index(["method", "quantity"])
+    assert (out["seeds"] == 2).all() and len(out) == 4
+    assert out.loc[("fedavg", "9"), "difference"] == pytest.approx(5.0)
+    assert out.loc[("fedavg", "9"), "verdict"] == "confirmed"
+    cv = out.loc[("fed-cvar-avg", "9")]
+    assert cv["difference"] == pytest.approx(9.0) and cv["document_inputs"] == pytest.approx(43.5)
+    assert out.loc[("fed-cvar-avg", "overall"), "difference"] == pytest.approx(0.0)
+    w = diagnosis.scaling_words(out.reset_index(), diagnosis.paired_gains(auth))
+    assert w["seeds"] == "2" and "Fed-CVaR-Avg on class 9: 52.5 % against 43.5 % (+9.0" in w["effect"]
+    assert w["gain"].startswith("class 9: 52.5 % against 45.5 % (+7.0")
+    assert diagnosis.scaling_words(out.reset_index().iloc[0:0], out.iloc[0:0])["effect"].startswith("n/a")
+
+
+def test_authors_scaling_settings_keep_the_pages_design():
+    from flkit.papers import cvar
+    s = cvar.settings("mnist", "paper")
+    a = diagnosis.authors_scaling(s)
+    assert a["input_scaling"] == "authors" and a["seeds"] == [0, 1, 2] and a["settings"] == s["settings"]
+    assert a["ram"] == s["ram"] == "random-draw" and a["cells"] == s["cells"] and a["rounds"] == 4000

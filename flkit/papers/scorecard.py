@@ -418,7 +418,9 @@ def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, t
     lines = [f"**What this page tests.** {tests[:1].upper() + tests[1:]}.",
              f"**Scale.** {scale}.",
              f"**Headline: {head}.** {c.what}{': ' + numbers if numbers else ''}; rule: {c.rule.rstrip('.')}. "
-             f"Verdict: **{label(vs[head], hs)}**.",
+             f"Verdict: **{vs[head]}**" + ("" if hs == DOCUMENT_SCALE or vs[head] not in CHECKED else
+                                           f" ({_SCALE_WORDS[scale_kind(hs)]}, as the scale above says)" if hs == scale else
+                                           f" ({hs})") + ".",
              f"**Verdicts of the {len(own_items)} item{'s' if len(own_items) != 1 else ''} of document {doc} this page "
              f"checks.** {_verdict_words(own_items.values())}."]
     if other:

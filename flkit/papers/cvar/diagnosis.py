@@ -9,7 +9,8 @@ import pandas as pd
 from flkit.papers import claims
 from flkit.papers.cvar.report import RARE_CLASSES, final_accuracies
 
-__all__ = ["paired_gains", "strong_risk", "STRONG_RISK", "gain_words", "for_reading"]
+__all__ = ["paired_gains", "strong_risk", "STRONG_RISK", "gain_words", "for_reading", "INPUT_SCALING",
+           "authors_scaling", "scaling_effect", "scaling_words"]
 
 # Fed-CVaR-Avg at the document's best Fashion-MNIST cell (Table 1: gamma = alpha = 0.1) in Fig. 3's setting
 # (r = 90 %), 3 seeds: does a stronger risk setting lift the rare class?
@@ -40,6 +41,67 @@ def paired_gains(df: pd.DataFrame, last_frac: float = 0.1) -> pd.DataFrame:
                                  fedavg=fed.loc[seeds].mean(), fed_cvar_avg=cv.loc[seeds].mean(),
                                  difference=c.ours, two_se=c.margin, verdict=c.verdict))
     return pd.DataFrame(rows)
+
+
+# The authors' input scaling (their MNIST script trains on raw 0-255 pixels and tests on [0, 1] ones), paired
+# with the page's runs on seeds 0-2: does it lift the rare classes?
+INPUT_SCALING = dict(input_scaling="authors", seeds=[0, 1, 2])
+
+
+def authors_scaling(s: Mapping) -> dict:
+    """The settings of the authors'-input-scaling runs beside the page's settings `s` (same profile, RAM,
+    rounds, cells and settings of r); the smoke profile keeps its own seeds."""
+    from flkit.papers.cvar.experiments import settings
+    extra = dict(INPUT_SCALING, seeds=None if s["profile"] == "smoke" else INPUT_SCALING["seeds"])
+    keep = {k: s[k] for k in ("ram", "rounds", "settings", "cells", "train_subset", "test_subset") if k in s}
+    return settings(s["experiment"], s["profile"], **keep, **extra)
+
+
+def scaling_effect(df_document: pd.DataFrame, df_authors: pd.DataFrame, last_frac: float = 0.1) -> pd.DataFrame:
+    """Per r, method and quantity (each rare class, overall): the accuracy (%) over the last `last_frac` of the
+    rounds with the document's inputs and with the authors' scaling, mean over the seeds both have, and the
+    paired difference (authors' minus document's) with two standard errors and the verdict of "the authors'
+    scaling above the document's" (`claims.compare`)."""
+    a, d = final_accuracies(df_authors, last_frac), final_accuracies(df_document, last_frac)
+    rows = []
+    for r in sorted(set(a["pattern_frac"]) & set(d["pattern_frac"]), reverse=True):
+        for method in ("fedavg", "fed-cvar-avg"):
+            for q in [*RARE_CLASSES.get(r, ()), "overall"]:
+                def pick(acc):
+                    g = acc[(acc["pattern_frac"] == r) & (acc["method"] == method)]
+                    if method != "fedavg":
+                        g = g[(g["alpha"].isin(a["alpha"])) & (g["gamma"].isin(a["gamma"]))]
+                    g = g[g["metric"] == "test_acc"] if q == "overall" else g[(g["metric"] == "test_acc_class")
+                                                                               & (g["class"] == q)]
+                    return g.groupby("seed")["value"].mean()
+                xa, xd = pick(a), pick(d)
+                seeds = sorted(set(xa.index) & set(xd.index))
+                if not seeds:
+                    continue
+                c = claims.compare(f"r = {r}, {q}, {method}: the authors' input scaling above the document's",
+                                   xa.loc[seeds].to_numpy(float), xd.loc[seeds].to_numpy(float))
+                rows.append(dict(r=r, method=method, quantity=str(q), seeds=len(seeds),
+                                 document_inputs=xd.loc[seeds].mean(), authors_inputs=xa.loc[seeds].mean(),
+                                 difference=c.ours, two_se=c.margin, verdict=c.verdict))
+    return pd.DataFrame(rows, columns=["r", "method", "quantity", "seeds", "document_inputs", "authors_inputs",
+                                       "difference", "two_se", "verdict"])
+
+
+def scaling_words(effect: pd.DataFrame, gains_authors: pd.DataFrame, r: float = 0.9) -> dict[str, str]:
+    """`scaling_effect` and the authors'-scaling runs' `paired_gains` at `r` in words: what the scaling does
+    to each method's rare classes, and Fed-CVaR-Avg against FedAvg when both train on raw pixels."""
+    e = effect[effect["r"] == r] if len(effect) else effect
+    if e.empty:
+        return {"effect": "n/a (no stored runs)", "gain": "n/a (no stored runs)", "seeds": "0"}
+    name = {"fedavg": "FedAvg", "fed-cvar-avg": "Fed-CVaR-Avg"}
+    say = lambda row: (f"{name[row.method]} on {'the overall test set' if row.quantity == 'overall' else 'class ' + row.quantity}: "  # noqa: E731
+                       f"{row.authors_inputs:.1f} % against {row.document_inputs:.1f} % ({row.difference:+.1f} ± "
+                       f"{row.two_se:.1f} points, {row.verdict})")
+    g = gains_authors[gains_authors["r"] == r] if len(gains_authors) else gains_authors
+    gain = "; ".join(f"{'overall' if row.quantity == 'overall' else 'class ' + row.quantity}: "
+                     f"{row.fed_cvar_avg:.1f} % against {row.fedavg:.1f} % ({row.difference:+.1f} ± {row.two_se:.1f}"
+                     f" points, {row.verdict})" for row in g.itertuples()) or "n/a (no stored runs)"
+    return {"effect": "; ".join(say(row) for row in e.itertuples()), "gain": gain, "seeds": str(int(e["seeds"].min()))}
 
 
 def strong_risk(s: Mapping) -> dict:
