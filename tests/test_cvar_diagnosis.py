@@ -78,3 +78,29 @@ def test_authors_scaling_settings_keep_the_pages_design():
     a = diagnosis.authors_scaling(s)
     assert a["input_scaling"] == "authors" and a["seeds"] == [0, 1, 2] and a["settings"] == s["settings"]
     assert a["ram"] == s["ram"] == "random-draw" and a["cells"] == s["cells"] and a["rounds"] == 4000
+
+
+def _mnist_runs(cv9: list[float], fed9: list[float]) -> pd.DataFrame:
+    """One evaluation per run at r = 0.9: class-9 accuracy per seed (fractions), overall 0.9."""
+    rows = []
+    for seed, (a, b) in enumerate(zip(cv9, fed9)):
+        for method, acc, alpha in (("fed-cvar-avg", a, 0.3), ("fedavg", b, 1.0)):
+            base = dict(round=100, method=method, alpha=alpha, gamma=alpha, seed=seed, pattern_frac=0.9, rounds=100)
+            rows += [dict(base, metric="test_acc_class", value=acc, **{"class": 9}),
+                     dict(base, metric="test_acc", value=0.9, **{"class": -1})]
+    return pd.DataFrame(rows)
+
+
+def test_mnist_rare_class_reading_is_one_sided_and_paired():
+    """'Over 80 %' is one-sided (95 % agrees); 'above FedAvg' is paired over seeds: a higher mean with one seed
+    the other way round is inside noise, not confirmed."""
+    from flkit.papers import cvar
+    high = cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.50, 0.52, 0.48])).set_index("rare_class")
+    assert high.loc[9, "level"].verdict == "agrees" and high.loc[9, "paired"] == "confirmed" and high.loc[9, "confirmed"]
+    noisy = cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.50], [0.50, 0.52, 0.90])).set_index("rare_class")
+    assert noisy.loc[9, "fed_cvar_avg"] > noisy.loc[9, "fedavg"]
+    assert noisy.loc[9, "paired"] == "not testable at this scale" and not noisy.loc[9, "confirmed"]
+    low = cvar.confirm_mnist(_mnist_runs([0.50, 0.52, 0.48], [0.40, 0.41, 0.39])).set_index("rare_class")
+    assert low.loc[9, "level"].verdict == "differs" and not low.loc[9, "confirmed"]
+    checks = cvar.scorecard_mnist(cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.5, 0.52, 0.48])))
+    assert [c.verdict for c in checks["Fig. 3(c)"]] == ["agrees", "confirmed"]
