@@ -67,7 +67,8 @@ class ByCheck:
 @dataclass(frozen=True)
 class ByGlue:
     """A number `page` glues as `name`; it shows the slip when it lies above `above` and below `below` (each a
-    number, a glued name of the same page, or None). `key` names it in the entry's text (``{key.value}``)."""
+    number, a glued name of the same page, or None). Without either bound it is context for the entry's text (it
+    must be found, and is shown, but demonstrates nothing). `key` names it in the text (``{key.value}``)."""
     key: str
     page: str
     name: str
@@ -242,8 +243,7 @@ ENTRIES: tuple[Erratum, ...] = (
         "the document's positive results for U-MIFA(m) cannot come from the rule as written; they hold, in part, "
         "for the SAGA-memory reading that its own complexity tables call SAGA/U-MIFA.",
         (ByGlue("gp", "mifa/theory", "t_growth_p", below=0.5), ByGlue("gm", "mifa/theory", "t_growth_meas", above=0.0),
-         ByGlue("gT", "mifa/theory", "t_growth_T", above=0.0),
-         ByGlue("gpred", "mifa/theory", "t_growth_pred", above=0.0),
+         ByGlue("gT", "mifa/theory", "t_growth_T"), ByGlue("gpred", "mifa/theory", "t_growth_pred"),
          ByCheck("lr", "mifa/theory", "Claim (Learning Rate): after Reddi et al., eta ~ 1/(L n^{2/3})",
                  "identical client Hessians: U-MIFA converges"),
          ByCheck("fast", "mifa/quadratic", "Claim: U-MIFAm works better in practice",
@@ -288,7 +288,7 @@ ENTRIES: tuple[Erratum, ...] = (
         r"the proof's form, with $\ln C$, is what is proved and holds for most pairs; HiCS-FL's use of the "
         "estimate does not depend on the constant.",
         (ByGlue("stmt", "hics/theory", "t1_below_stmt", above="t1_below_proof"),
-         ByGlue("proof", "hics/theory", "t1_below_proof", above=0.0),
+         ByGlue("proof", "hics/theory", "t1_below_proof"),
          ByCheck("eq8", "hics/theory", "Theorem 1", "Theorem 1 (Eq. 8), pair u=20, k=48"),
          ByCheck("eq50", "hics/theory", "Eq. (50)", "Theorem 1 (Eq. 50), pair u=20, k=48", "holds"))),
     Erratum(
@@ -302,7 +302,7 @@ ENTRIES: tuple[Erratum, ...] = (
         (ByCheck("priv", "hics/entropy", _PRIV, "document: the server cannot infer the label distribution (TV of the "
                  "printed-Eq. 6 estimate"),
          ByGlue("tv", "hics/entropy", "priv_tv_eq6_printed", below="priv_tv_uniform"),
-         ByGlue("tvu", "hics/entropy", "priv_tv_uniform", above=0.0))),
+         ByGlue("tvu", "hics/entropy", "priv_tv_uniform"))),
     Erratum(
         "004", r"'As $\gamma^t$ decreases, $H_\Pi$ approaches $H_M$'", "Sec. 3.5; Sec. 3.4 ('the server samples the "
         "clusters uniformly')",
@@ -317,7 +317,7 @@ ENTRIES: tuple[Erratum, ...] = (
         (ByCheck("late", "hics/theory", "Claim (Sec. 3.5): as gamma^t decreases, H_Pi approaches H_M (random sampling's)",
                  "document: as gamma -> 0 HiCS's sampling term approaches random sampling's"),
          ByGlue("hl", "hics/theory", "t2_last_hics", below="t2_s2_mean"),
-         ByGlue("hr", "hics/theory", "t2_s2_mean", above=0.0))),
+         ByGlue("hr", "hics/theory", "t2_s2_mean"))),
     Erratum(
         "004", "Table 1 and the rounds run", "Table 1; appendix 6.1 ('The number of global communication rounds was "
         "set to 200, 500 and 1000')",
@@ -474,7 +474,7 @@ def _look(e, book: Path, fresh: dict) -> dict:
                                     if lo is not None else "",
                                     f"below {e.below if isinstance(e.below, str) else claims.number(hi)}"
                                     if hi is not None else "") if c)
-    text = f"the page's computed `{e.name}` = {claims.number(v)} (shows the slip when {cond})"
+    text = f"the page's computed `{e.name}` = {claims.number(v)}" + (f" (shows the slip when {cond})" if cond else "")
     return dict(kind="number", page=e.page, key=e.key, found=found, shows=shows,
                 values=SimpleNamespace(value=v), text=text, expect=cond)
 
