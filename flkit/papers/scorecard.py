@@ -16,6 +16,11 @@ profile a page ran with) is kept beside it and never folded into it, and so are 
 the document's scale (the owed-work ledger, :func:`still_to_run`). :func:`table` joins the two halves, :func:`counts` and :func:`status_table` summarise them (the scorecard page and the introduction's
 status table).  ``python -m flkit.papers.scorecard --intro`` rewrites the introduction's table from the
 record; a test fails when the committed one differs.
+
+Besides the five documents, ``items/book.yaml`` holds the book's own items (:data:`OWN`, source
+:data:`OWN_SOURCE`): what the book states across the documents, checked by the chapter "Across the documents"
+(its errata and equivalences). They are recorded, verdicted and listed like the others, but apart, and counted in
+no document (:func:`own`, :func:`beyond`).
 """
 from __future__ import annotations
 
@@ -35,13 +40,18 @@ import yaml
 from flkit.papers import claims
 from flkit.papers.claims import Check
 
-__all__ = ["DOCUMENTS", "VERDICTS", "SCALES", "SOURCES", "own", "beyond", "page_verdicts", "verdict_box", "box", "Item", "items", "record", "collect", "page_checks", "page_scale",
+__all__ = ["DOCUMENTS", "OWN", "OWN_SOURCE", "VERDICTS", "SCALES", "SOURCES", "own", "beyond", "page_verdicts", "verdict_box", "box", "Item", "items", "record", "collect", "page_checks", "page_scale",
            "scale_kind", "item_scale", "verdict", "still_to_run", "table", "counts", "status_table", "main"]
 
 _REPO = Path(__file__).resolve().parents[2]
 _ITEMS = Path(__file__).resolve().parent / "items"
 BOOK = _REPO / "book"
 DOCUMENTS = ("000", "001", "002", "003", "004")
+# the book's own items (``items/book.yaml``): statements the book makes across the documents (the errata, the
+# rules that go under different names), checked by the chapter "Across the documents"; scored and listed apart,
+# never counted among any document's items
+OWN = "book"
+OWN_SOURCE = "the book's own"
 GLUE_KEY = "scorecard"
 _GLUE_PREFIX = "application/papermill.record/"      # MyST-NB's glue prefix: stored in the notebook, not shown
 _GLUE_MIME = _GLUE_PREFIX + "application/json"    # holds a JSON string: nbformat takes structures only under application/*json
@@ -55,7 +65,7 @@ DOCUMENT_SCALE = "document's setting"
 SCALES = (DOCUMENT_SCALE, "stand-in", "reduced")
 STATUSES = ("checked", "not executable", "not attempted")
 # where an item comes from when it is not the document's own: listed apart, never counted in the document's counts
-SOURCES = ("beyond the notes",)
+SOURCES = ("beyond the notes", OWN_SOURCE)
 KINDS = ("figure", "table", "table cell", "theorem", "lemma", "corollary", "proposition", "assumption",
          "equation", "algorithm", "claim", "remark", "example")
 RULE = ("An item is reproduced when every check of it agrees or is confirmed (the book's agreement rule); "
@@ -114,6 +124,9 @@ def _check_item(doc: str, raw: dict) -> Item:
         scale_kind(it.scale, where)
     if it.source is not None and it.source not in SOURCES:
         raise ValueError(f"{where}: source {it.source!r} is not one of {SOURCES}")
+    if (doc == OWN) != (it.source == OWN_SOURCE):
+        raise ValueError(f"{where}: the book's own items are those of items/{OWN}.yaml, each with "
+                         f"`source: {OWN_SOURCE}`, and only those")
     return it
 
 
@@ -137,8 +150,8 @@ def document(doc: str) -> dict:
 
 
 def items(doc: str | None = None) -> list[Item]:
-    """The items of one document, or of all five."""
-    docs = DOCUMENTS if doc is None else (doc,)
+    """The items of one document (or of the book's own, :data:`OWN`), or of all five and the book's own."""
+    docs = DOCUMENTS + (OWN,) if doc is None else (doc,)
     return [it for d in docs for it in _load(d)[1]]
 
 
@@ -153,8 +166,8 @@ def _finite(x):
 def rows(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str, Check]]) -> list[dict]:
     """The record's rows for a page: one per check, under the id of the document item it tests."""
     pairs = [(k, c) for k, cs in checks.items() for c in cs] if isinstance(checks, Mapping) else list(checks)
-    if doc not in DOCUMENTS:
-        raise ValueError(f"doc {doc!r} is not one of {DOCUMENTS}")
+    if doc not in DOCUMENTS + (OWN,):
+        raise ValueError(f"doc {doc!r} is not one of {DOCUMENTS + (OWN,)}")
     out = []
     for item, c in pairs:
         if not isinstance(c, Check):
@@ -400,8 +413,9 @@ def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, t
     if head not in checks:
         raise ValueError(f"headline {head!r} is not an item of this page's checks")
     known = {it.id: it for it in items(doc)}
-    own_items = {i: v for i, v in vs.items() if not known[i].source}
-    other = {i: v for i, v in vs.items() if known[i].source}
+    mine = (lambda i: True) if doc == OWN else (lambda i: not known[i].source)
+    own_items = {i: v for i, v in vs.items() if mine(i)}
+    other = {i: v for i, v in vs.items() if not mine(i)}
     scale = page_scale(page, dict(parameters or {}))
     c = next((x for x in checks[head] if math.isfinite(x.ours)), checks[head][0])
     document_side = c.rule.startswith(("|ours - document|", "ours - document", "document - ours", "measured",
@@ -421,8 +435,9 @@ def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, t
              f"Verdict: **{vs[head]}**" + ("" if hs == DOCUMENT_SCALE or vs[head] not in CHECKED else
                                            f" ({_SCALE_WORDS[scale_kind(hs)]}, as the scale above says)" if hs == scale else
                                            f" ({hs})") + ".",
-             f"**Verdicts of the {len(own_items)} item{'s' if len(own_items) != 1 else ''} of document {doc} this page "
-             f"checks.** {_verdict_words(own_items.values())}."]
+             f"**Verdicts of the {len(own_items)} item{'s' if len(own_items) != 1 else ''} "
+             f"{'of the book' + chr(39) + 's own' if doc == OWN else 'of document ' + doc} this page checks.** "
+             f"{_verdict_words(own_items.values())}."]
     if other:
         lines.append(f"**Beyond the document** ({len(other)} claims of other sources, not counted in its items): "
                      f"{_verdict_words(other.values())}.")
@@ -577,8 +592,15 @@ def status_table(t: pd.DataFrame) -> str:
     extra = beyond(t)
     for (d, src), g in extra.groupby(["document", "source"], sort=True):
         n = g["verdict"].value_counts()
+        counted = ", ".join(f"{k} {v}" for v, k in n.items())
+        if src == OWN_SOURCE:
+            meta = document(d)
+            lines.append(f"- {src[0].upper() + src[1:]} ({{doc}}`{meta.get('short', '')} <{meta['chapter']}/index>`, "
+                         f"not counted above): {len(g)} items that the book states across the documents and "
+                         f"checks: {counted}.")
+            continue
         lines.append(f"- {d} {document(d).get('short', '')}, {src} (not counted above): {len(g)} claims of other "
-                     "sources that the pages check: " + ", ".join(f"{k} {v}" for v, k in n.items()) + ".")
+                     "sources that the pages check: " + counted + ".")
     for d in DOCUMENTS:
         missing = sorted({it.missing for it in items(d) if it.status == "not executable"})
         gpu = ledger[ledger["document"] == d] if len(ledger) else ledger
@@ -624,6 +646,8 @@ def items_view(t: pd.DataFrame, doc: str):
     import html
 
     from IPython.display import HTML
+    if doc == OWN:
+        return _own_view(t[t["document"] == doc])
     mine, extra = own(t[t["document"] == doc]), beyond(t[t["document"] == doc])
     if mine.empty:
         return HTML("<p>No item listed yet: not attempted.</p>")
@@ -649,6 +673,18 @@ def items_view(t: pd.DataFrame, doc: str):
         parts.append(f"<p><b>{html.escape(src[0].upper() + src[1:])}</b>: {len(g)} claims of other sources that "
                      f"the pages check, scored here and not counted among the document's items.</p>{tab}")
     return HTML("".join(parts))
+
+
+def _own_view(t: pd.DataFrame):
+    """The book's own items (:data:`OWN`) as the scorecard page shows them: one table, verdicts coloured; a
+    finding's "our checks" names the slip."""
+    from IPython.display import HTML
+    if t.empty:
+        return HTML("<p>No item of the book's own is listed yet.</p>")
+    view = t[["item", "verdict", "scale", "checks", "page"]].rename(columns={"checks": "our checks",
+                                                                           "page": "our page"})
+    return HTML(_TABLE_CSS + f"<p><b>The book's own</b>: {len(t)} items, scored here and not counted among any "
+                "document's items.</p>" + _html_table(view, colour="verdict"))
 
 
 def bars(c: pd.DataFrame, ax=None):
