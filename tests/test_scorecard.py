@@ -370,13 +370,16 @@ def test_chapter_index_verdicts_come_from_the_record(doc, record_table):
 
 
 def test_chapter_block_counts_each_page_once_and_sums_to_the_document():
-    t = pd.DataFrame(dict(document=["003"] * 4, item=["a", "b", "c", "d"], page=["cvar/mnist", "cvar/mnist", "", "cvar/x"],
-                          verdict=["reproduced", "not reproduced", "not attempted", "partly"],
-                          scale=["stand-in: MNIST for X", "document's setting", "", "reduced: 10 rounds"],
-                          still_to_run=["", "cvar-mnist-horizon", "", ""], source=["", "", "", ""]))
+    t = pd.DataFrame(dict(document=["003"] * 5, item=["a", "b", "c", "d", "e"],
+                          page=["cvar/mnist", "cvar/mnist", "", "cvar/x", "cvar/mnist"],
+                          verdict=["reproduced", "not reproduced", "not attempted", "partly", "reproduced"],
+                          scale=["stand-in: MNIST for X", "document's setting", "", "reduced: 10 rounds",
+                                 "document's setting"],
+                          still_to_run=["", "cvar-mnist-horizon", "", "", ""], source=["", "", "", "", "beyond"]))
     text = scorecard.chapter_block(t, "003")
     assert "- {doc}`mnist`: reproduced (1 of 2 items) and not reproduced (1 of 2 items); 1 at the document's setting, " \
-           "1 on a stand-in; 1 with runs still to make at the document's scale." in text
+           "1 on a stand-in; 1 claim of other sources, not counted: reproduced (1 of 1 item); 1 with runs still to " \
+           "make at the document's scale." in text
     assert "- {doc}`x`: partly (1 of 1 item); all reduced." in text
     assert "- On no page: not attempted (1 of 1 item)." in text
     assert "the document's 4 items: reproduced (1 of 4 items), partly (1 of 4 items), not reproduced (1 of 4 items) " \

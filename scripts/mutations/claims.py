@@ -4,6 +4,7 @@
     python scripts/mutation_probe.py --only claims --tests tests/test_claims.py tests/test_scorecard.py
 """
 C, S = "flkit/papers/claims.py", "flkit/papers/scorecard.py"
+R, D = "flkit/papers/cvar/report.py", "flkit/papers/cvar/diagnosis.py"
 MUTATIONS = [
     # ---- claims.se
     dict(id="claims-se-ddof0", file=C, old="v.std(ddof=1)", new="v.std(ddof=0)",
@@ -119,6 +120,26 @@ MUTATIONS = [
     dict(id="claims-scorecard-verdict-status-swap", file=S, old='    if item.status == "not attempted":\n        return "not attempted"',
          new='    if item.status == "not attempted":\n        return "not executable here"',
          why="not attempted filed as not executable"),
+    # ---- chapter indexes and the verdict box
+    dict(id="claims-chapter-block-counts-beyond", file=S, old="        o, b = own(g), beyond(g)",
+         new="        o, b = g, beyond(g)", why="a chapter index counts other sources' claims among the document's items"),
+    dict(id="claims-chapter-block-no-scale", file=S,
+         old='            parts.append(_verdict_words(o["verdict"]) + (f"; {_scale_words(o)}" if _scale_words(o) else ""))',
+         new='            parts.append(_verdict_words(o["verdict"]))', why="a chapter index gives verdicts without their scale"),
+    dict(id="claims-chapter-block-still-ignored", file=S, old="        if still:\n            parts.append(",
+         new="        if False:\n            parts.append(", why="a chapter index hides the runs still to make"),
+    dict(id="claims-box-scale-dropped", file=S, old='             f"Verdict: **{vs[head]}**" + ("" if hs == DOCUMENT_SCALE',
+         new='             f"Verdict: **{vs[head]}**" + ("" if True', why="the headline verdict of a stand-in drops its scale"),
+    # ---- the MNIST reading of document 003
+    dict(id="claims-mnist-level-two-sided", file=R, old='prop.to_numpy(float), 80.0,\n                             side="lower")',
+         new='prop.to_numpy(float), 80.0,\n                             side="two-sided")',
+         why="'over 80 %' tested two-sided: 95 % would fail"),
+    dict(id="claims-mnist-means-not-paired", file=R,
+         old="confirmed=level.ok and above.verdict == \"confirmed\"",
+         new="confirmed=level.ok and prop.mean() > fed.mean()", why="'above FedAvg' read on means, not paired over seeds"),
+    dict(id="claims-scaling-unpaired", file=D, old="                seeds = sorted(set(xa.index) & set(xd.index))\n                if not seeds:",
+         new="                seeds = sorted(set(xd.index))\n                if not seeds:",
+         why="the input-scaling comparison uses seeds the authors'-scaling runs do not have"),
     # ---- scale, ledger, counts
     dict(id="claims-scorecard-still-to-run-paid", file=S, old="return item.owed if item.owed and item.owed in set(unpaid) else \"\"",
          new="return item.owed or \"\"", why="paid ledger entries still listed as to run"),
