@@ -10,7 +10,7 @@ from flkit.papers import claims
 from flkit.papers.cvar.report import RARE_CLASSES, final_accuracies
 
 __all__ = ["paired_gains", "strong_risk", "STRONG_RISK", "gain_words", "for_reading", "INPUT_SCALING",
-           "authors_scaling", "scaling_effect", "scaling_words"]
+           "authors_scaling", "scaling_effect", "scaling_words", "scaling_by_seed"]
 
 # Fed-CVaR-Avg at the document's best Fashion-MNIST cell (Table 1: gamma = alpha = 0.1) in Fig. 3's setting
 # (r = 90 %), 3 seeds: does a stronger risk setting lift the rare class?
@@ -85,6 +85,23 @@ def scaling_effect(df_document: pd.DataFrame, df_authors: pd.DataFrame, last_fra
                                  difference=c.ours, two_se=c.margin, verdict=c.verdict))
     return pd.DataFrame(rows, columns=["r", "method", "quantity", "seeds", "document_inputs", "authors_inputs",
                                        "difference", "two_se", "verdict"])
+
+
+def scaling_by_seed(df_document: pd.DataFrame, df_authors: pd.DataFrame, last_frac: float = 0.1) -> pd.DataFrame:
+    """The runs behind `scaling_effect`, one row per (r, quantity, seed): each method's accuracy (%) over the last
+    `last_frac` of the rounds with the document's inputs and with the authors' scaling (the seeds the
+    authors'-scaling runs have; Fed-CVaR-Avg at their cells)."""
+    a, d = final_accuracies(df_authors, last_frac), final_accuracies(df_document, last_frac)
+    d = d[d["seed"].isin(set(a["seed"])) & d["pattern_frac"].isin(set(a["pattern_frac"]))
+          & ((d["method"] == "fedavg") | (d["alpha"].isin(a["alpha"]) & d["gamma"].isin(a["gamma"])))]
+    both = pd.concat([d.assign(inputs="document"), a.assign(inputs="authors'")])
+    both = both[(both["metric"] == "test_acc") | both["class"].isin(
+        [c for r in set(a["pattern_frac"]) for c in RARE_CLASSES.get(r, ())])]
+    both = both.assign(quantity=[("overall" if m == "test_acc" else f"class {int(c)}")
+                                 for m, c in zip(both["metric"], both["class"])],
+                       method=both["method"].map({"fedavg": "FedAvg", "fed-cvar-avg": "Fed-CVaR-Avg"}))
+    out = both.pivot_table(index=["pattern_frac", "quantity", "seed"], columns=["method", "inputs"], values="value")
+    return out.rename_axis(index=["r", "quantity", "seed"])
 
 
 def _diff(row) -> str:
