@@ -449,7 +449,8 @@ def check_args(minutes: str, device: str, env: str, out: str | None, dry_run: bo
     if device == "cpu" and not dry_run:
         raise BadInput("--device cpu goes with --dry-run (a CPU pays with python -m flkit.owed --pay)")
     if not Path(env).is_file():
-        raise BadInput(f"{env} is missing: carry the folder .device (bash ../shared/device/prepare.sh makes it)")
+        raise BadInput(f"{env} is missing: carry the folder .device "
+                       "(made here by bash scripts/gpu_window.sh --prepare mnist)")
     if not out:
         raise BadInput("$OUT is not set (the device tool sets it; for a dry run: OUT=/tmp/some-empty-folder)")
     o = Path(out)
