@@ -1,13 +1,21 @@
 """Fast paths vs. reference on a GPU: the CPU tests check parity in float64; this checks it on CUDA.
 
     python benchmarks/cuda_parity.py          # prints ||fast - reference|| / ||reference|| per path
+    python benchmarks/cuda_parity.py --out results/benchmarks/window_parity_h100.csv   # also as a CSV
+    python benchmarks/cuda_parity.py --device cpu --quick                               # the CPU dry run's
 
 engine.local_train(vectorized="grouped" | "vmap") against the sequential per-model loop, the Fed-CVaR
 local steps through engine.FastSGD (CUDA graphs) against cvar.run_round, and the Triton kernels of
-flkit.fused against torch's conv/pool and FastSGD's grouped backend, in float32 with TF32 off.
+flkit.fused against torch's conv/pool and FastSGD's grouped backend, in float32 with TF32 off. The
+one-model loop of the CNNs still to run at a document's scale (HiCS-FL's Fashion-MNIST CNN
+``hics_fmnist_paper``, dropout off; FedAU's ``fedau_fmnist``) in float32 on the device against the same
+loop in float64 on the CPU: the relative difference of the update (trained minus initial state).
+``--quick``: only those rows (seconds on a CPU).
 """
 from __future__ import annotations
 
+import argparse
+import csv
 import sys
 from pathlib import Path
 
@@ -26,12 +34,47 @@ def rel(a: dict, b: dict) -> float:
     return (diff.norm() / torch.cat([b[k].double().flatten() for k in keys]).norm()).item()
 
 
-def main() -> None:
-    dev = resolve_device("auto")
+def update_vs_float64(dev, g, name: str, build: dict, batch: int, lr: float) -> float:
+    """||update on dev (float32) - update on the CPU (float64)|| / ||the latter||, 5 steps of the one-model loop
+    (engine.local_train(vectorized=False)) from the same start on the same batches, 2 models."""
+    net = models.build(name, **build).to(dev)
+    x = torch.rand(512, 1, 28, 28, device=dev, generator=g)
+    y = torch.randint(0, 10, (512,), device=dev, generator=g)
+    P = engine.stack(net, 2, torch_gen(0, "init", dev))
+    batches = torch.randint(0, 512, (2, 5, batch), device=dev, generator=g)
+    out, _ = engine.local_train(net, P, x, y, batches, lr=lr, vectorized=False)
+    cpu = torch.device("cpu")
+    net64 = models.build(name, **build).double()
+    P64 = {k: (v.double() if v.is_floating_point() else v).to(cpu) for k, v in P.items()}
+    ref, _ = engine.local_train(net64, P64, x.double().to(cpu), y.to(cpu), batches.to(cpu), lr=lr, vectorized=False)
+    keys = [k for k in ref if ref[k].is_floating_point()]
+    d_fast = torch.cat([(out[k].double().cpu() - P64[k]).flatten() for k in keys])
+    d_ref = torch.cat([(ref[k] - P64[k]).flatten() for k in keys])
+    return ((d_fast - d_ref).norm() / d_ref.norm()).item()
+
+
+def _parse(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:i]")
+    ap.add_argument("--quick", action="store_true",
+                    help="only the float32-vs-float64 rows (the CNNs still to run at a document's scale)")
+    ap.add_argument("--out", type=Path, default=None, help="also write the rows as a CSV")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = _parse(argv)
+    dev = resolve_device(args.device)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     g = torch.Generator(device=dev).manual_seed(0)
-    rows = []
-    for name, shape in [("fedau_cifar10", (3, 32, 32)), ("cvar_mlp", (1, 28, 28)), ("hics_fmnist", (1, 28, 28))]:
+    rows = [(f"float32 on {dev.type} vs float64 cpu (update)", name,
+             update_vs_float64(dev, g, name, build, batch, lr))
+            for name, build, batch, lr in (("hics_fmnist_paper", dict(dropout=0.0), 64, 1e-3),   # HiCS: SGD, B 64
+                                           ("fedau_fmnist", {}, 16, 0.1))]                       # FedAU: SGD, B 16
+    if args.quick:
+        return _report(dev, rows, args.out)
+    for name, shape in [("fedau_cifar10", (3, 32, 32)), ("fedau_fmnist", (1, 28, 28)), ("cvar_mlp", (1, 28, 28)),
+                        ("hics_fmnist", (1, 28, 28))]:
         net = models.build(name).to(dev)
         x = torch.rand(512, *shape, device=dev, generator=g)
         y = torch.randint(0, 10, (512,), device=dev, generator=g)
@@ -60,9 +103,21 @@ def main() -> None:
         fast.train(*engine.epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad"))
     rows.append((f"cvar engine.FastSGD (graph: {fast.graph is not None})", "cvar_mlp", rel(fast.P, state.params)))
     rows += fused_rows(dev, g)
-    print(f"device: {torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}, torch {torch.__version__}")
-    for path, name, r in rows:
-        print(f"{path:<40} {name:<15} relative difference {r:.2e}")
+    _report(dev, rows, args.out)
+
+
+def _report(dev, rows, out) -> None:
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+    print(f"device: {name}, torch {torch.__version__}")
+    for path, model, r in rows:
+        print(f"{path:<40} {model:<17} relative difference {r:.2e}")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["path", "model", "relative_difference", "device", "torch"])
+            w.writerows([(p, m, f"{r:.3e}", name, torch.__version__) for p, m, r in rows])
+        print(f"wrote {out}")
 
 
 def fused_rows(dev, g) -> list:
