@@ -481,19 +481,18 @@ def interval_overestimates(p, rounds: int, seeds, Ks=(None, 50)) -> pd.DataFrame
     :math:`3/p_n` (:math:`(1-p_n)^{\lfloor 3/p_n\rfloor}`) beside the measured fraction of clients whose first
     weight :math:`\omega = S_1` exceeds it."""
     p = np.asarray(p, dtype=float)
-    mask = np.stack([participation.bernoulli(p, rounds, s) for s in seeds], 1)
     rows = []
-    for K in Ks:
-        om = omega_series(mask, K)
-        po = p * om
-        for r, s in enumerate(seeds):
-            rows.append(dict(kind="max", K=math.inf if K is None else K, seed=s, stat=float(po[:, r].max())))
+    for s in seeds:                                             # one seed at a time: (T, 1, N) weights in memory
+        mask = participation.bernoulli(p, rounds, s)[:, None, :]
+        for K in Ks:
+            po = (p * omega_series(mask, K))[:, 0]
+            rows.append(dict(kind="max", K=math.inf if K is None else K, seed=s, stat=float(po.max())))
             if K is None:
-                longest = _longest_gap(mask[:, r]) * p
-                first = _first_interval(mask[:, r])
+                longest = _longest_gap(mask[:, 0]) * p
+                first = _first_interval(mask[:, 0])
                 ok = np.isfinite(first)
                 rows += [dict(kind="client", K=math.inf, seed=s, client=n, longest=float(longest[n]),
-                              max_po=float(po[:, r, n].max())) for n in range(p.size)]
+                              max_po=float(po[:, n].max())) for n in range(p.size)]
                 rows.append(dict(kind="first>3/p", K=math.inf, seed=s,
                                  stat=float((first[ok] > 3 / p[ok]).mean()),
                                  exact=float(((1 - p[ok]) ** np.floor(3 / p[ok])).mean()), clients=int(ok.sum())))

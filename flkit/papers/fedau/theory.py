@@ -92,7 +92,7 @@ PROFILES = {
         opt1=dict(rounds=10_000, seeds=list(range(8)), Ks=[None, 50]),
         problem1=dict(Ts=[100, 300, 1000, 3000, 10_000], seeds=[0, 1, 2, 3, 4, 5]),
         large=dict(rounds=2000, seeds=list(range(8)), etas=[1.0, 2.0, 3.0, 4.0], mask_rounds=2000,
-                   mask_seeds=list(range(20))),
+                   mask_seeds=list(range(100))),
         bounds=dict(N=20, d=5, I=3, sigma2=1.0, seed=0, states_at=[0, 3, 30, 300], state_seeds=[0, 1], draws=20_000,
                     thm2_T=2000, thm2_seeds=list(range(20)), cor4_Ts=[250, 500, 1000, 2000, 4000],
                     cor4_seeds=list(range(30))),
