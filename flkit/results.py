@@ -193,6 +193,28 @@ def first_divergence(table: pd.DataFrame, by: str | Sequence[str] | None = None,
     return rounds.groupby([table[k] for k in keys], sort=False).min()
 
 
+def melt_wide(df: pd.DataFrame, ids) -> pd.DataFrame:
+    """A wide table (one row per case, one column per measured number) as a tidy result table: every column not in
+    `ids` becomes a metric (booleans as 0/1) at round 0 (or at the table's own round, when "round" is one of the
+    `ids`); a missing id is written -1 (numbers) or "" (text), and missing values are dropped. :func:`pivot_wide`
+    undoes it."""
+    ids = list(ids)
+    d = df.copy()
+    for c in ids:
+        d[c] = d[c].fillna(-1) if pd.api.types.is_numeric_dtype(d[c]) else d[c].fillna("")
+    vals = [c for c in d.columns if c not in ids]
+    for c in vals:
+        d[c] = d[c].astype(float)
+    t = d.melt(id_vars=ids, value_vars=vals, var_name="metric", value_name="value").dropna(subset=["value"])
+    return (t if "round" in ids else t.assign(round=0)).reset_index(drop=True)
+
+
+def pivot_wide(t: pd.DataFrame, ids) -> pd.DataFrame:
+    """The wide table back from :func:`melt_wide` (one row per combination of `ids`, sorted)."""
+    return t.pivot_table(index=list(ids), columns="metric", values="value", sort=True).reset_index().rename_axis(
+        columns=None)
+
+
 def _check_table(table: pd.DataFrame) -> pd.DataFrame:
     if not isinstance(table, pd.DataFrame):
         raise TypeError(f"a result table must be a pandas DataFrame, got {type(table).__name__}")

@@ -189,3 +189,24 @@ def test_profile_rejects_unknown():
     assert set(S.profile("smoke")) == set(S.profile("paper"))
     with pytest.raises(ValueError, match="unknown profile"):
         S.profile("fast")
+
+
+# ------------------------------------------------------------------------------------- counting the uploads
+def test_upload_count_law_by_enumeration():
+    import itertools
+    pi, N = np.array([0.2, 0.5, 0.9, 0.6]), 2
+    law = S.upload_count_law(pi, N)
+    brute = np.zeros(N + 1)
+    for a in itertools.product((0, 1), repeat=pi.size):
+        brute[min(N, sum(a))] += np.prod([p if x else 1 - p for p, x in zip(pi, a)])
+    np.testing.assert_allclose(law, brute, rtol=0, atol=1e-15)
+    assert S.upload_count_law(np.ones(5), 3).tolist() == [0, 0, 0, 1]
+
+
+def test_count_uploads_is_K_N_with_everyone_available_and_less_otherwise():
+    d = S.count_uploads(8, 3, 12, 1.0, [0, 1], dim=2)
+    assert (d["uploads"] == 36).all() and (d["bytes"] == 4 * 2 * 36).all() and (d["expected"] == 36).all()
+    low = S.count_uploads(8, 3, 12, 0.2, [0, 1], dim=2)
+    assert (low["uploads"] < 36).all() and low["expected"].iloc[0] < 36
+    with pytest.raises(ValueError, match="N"):
+        S.count_uploads(3, 5, 2, 1.0, [0])

@@ -7,6 +7,7 @@ import itertools
 from fractions import Fraction as Fr
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -208,3 +209,59 @@ def test_fl_run_matches_hand_recursion():
             c = W._weights_of(mask[t:t + 1], q, norm)[0]
             w = w - eta * (c[:, None] * A * (w - b)).sum(0)
         assert np.allclose(res.final_w[r].numpy(), w, atol=1e-13, rtol=0)
+
+
+# ------------------------------------------------------------------------------------- "variable # of clients => gamma_s small"
+def _page_problem():
+    P = W.profile("smoke")["problem"]
+    return quadratic_clients(P["n"], P["dim"], P["seed"], heterogeneity=P["heterogeneity"], mu=P["mu"], L=P["L"]), P
+
+
+def test_total_weight_moments_match_the_enumerated_law():
+    pi, q = np.array([0.2, 0.5, 1.0]), np.array([3.0, 0.5, 1.0])
+    masks, probs, C = W.weight_law(pi, q, normalize=False)
+    S = C.sum(1)
+    ES, VS = W.total_weight_moments(pi, q)
+    assert ES == pytest.approx(probs @ S) and VS == pytest.approx(probs @ (S - ES) ** 2)
+
+
+def test_server_step_limit_closed_form_and_stability():
+    prob, P = _page_problem()
+    tab = W.server_step_table(prob, P["n"], [1.0, 0.3, 0.05])
+    np.testing.assert_allclose(tab["ratio_common"], tab["ratio_closed"], rtol=0, atol=1e-12)
+    assert tab["ratio"].iloc[0] == pytest.approx(1.0, abs=1e-12) and (tab["ratio"].iloc[1:] < 1).all()
+    assert (np.diff(tab["gamma_max"]) < 0).all()
+    # the limit is real: the exact second-moment recursion exists just below it and not just above, although the
+    # same expected update with fixed weights (the naive limit) would be stable there
+    pi = W.linear_pi(P["n"], 0.05)
+    q = np.full(P["n"], 1 / P["n"]) / pi
+    g = tab["gamma_max"].iloc[-1]
+    assert 1.01 * g < tab["gamma_fixed"].iloc[-1]
+    W.stationary_sq_distance(prob, pi, q, normalize=False, eta=0.99 * g, ref=np.zeros(P["dim"]))
+    with pytest.raises(ValueError, match="not mean-square stable"):
+        W.stationary_sq_distance(prob, pi, q, normalize=False, eta=1.01 * g, ref=np.zeros(P["dim"]))
+
+
+def test_server_step_checks_flag_a_wrong_table():
+    prob, P = _page_problem()
+    tab = W.server_step_table(prob, P["n"], [1.0, 0.3, 0.05])
+    edge = pd.DataFrame([dict(fraction=0.5, eta=0.1, seed=s, round=10, metric="tail_dist2", value=1.0 + 0.01 * s)
+                         for s in range(5)] + [dict(fraction=0.5, eta=0.1, seed=-1, round=10,
+                                                    metric="exact_tail_dist2", value=1.02)])
+    assert all(ok for ok, *_ in W.server_step_checks(tab, edge))
+    wrong = tab.assign(ratio=1.0, ratio_common=tab["ratio_closed"] + 1e-6)     # no effect of the variable number
+    far = edge.assign(value=np.where(edge["metric"] == "tail_dist2", 3 * edge["value"], edge["value"]))
+    oks = [ok for ok, *_ in W.server_step_checks(wrong, far)]
+    assert oks == [False, True, False, False]
+
+
+def test_edge_runs_match_the_exact_floor():
+    prob, P = _page_problem()
+    task = W.WeightedQuadratic(prob)
+    pi = W.linear_pi(P["n"], P["pi_min"])
+    ed = W.edge_runs(task, pi, [0.5], rounds=400, seeds=list(range(12)))
+    m = ed[ed["metric"] == "tail_dist2"]["value"]
+    ex = ed[ed["metric"] == "exact_tail_dist2"]["value"].iloc[0]
+    assert abs(m.mean() - ex) <= 4 * m.std(ddof=1) / np.sqrt(len(m))
+    with pytest.raises(ValueError, match="fractions"):
+        W.edge_runs(task, pi, [1.2], rounds=10, seeds=[0])

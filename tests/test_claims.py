@@ -119,6 +119,22 @@ def test_bound_is_one_sided():
         claims.bound("x", 1.0, 1.0, side="up")
 
 
+def test_mc_bound_one_sided_with_a_stated_margin():
+    # a Monte Carlo mean 0.3 above an upper bound, s.e. 0.1: within 3 s.e., not within 2
+    assert claims.mc_bound("x", 1.3, 1.0, 0.1).verdict == "agrees"
+    assert claims.mc_bound("x", 1.3, 1.0, 0.1, z=2.0).verdict == "differs"
+    assert claims.mc_bound("x", 1.0 + 0.3 + 1e-9, 1.0, 0.1).verdict == "differs"
+    assert claims.mc_bound("x", -50.0, 1.0, 0.1).verdict == "agrees"            # far below an upper bound
+    assert claims.mc_bound("x", -50.0, 1.0, 0.1, side="lower").verdict == "differs"
+    assert claims.mc_bound("x", 0.75, 1.0, 0.1, side="lower").verdict == "agrees"
+    assert claims.mc_bound("x", math.nan, 1.0, 0.1).verdict == "not testable at this scale"
+    c = claims.mc_bound("x", 1.2, 1.0, 0.1, draws=400)
+    assert (c.ours, c.reference, c.spread) == (1.2, 1.0, 0.1) and abs(c.margin - 0.3) < 1e-15
+    assert "3 s.e. over 400 draws" in c.rule and "upper bound" in c.rule
+    with pytest.raises(ValueError, match="one-sided"):
+        claims.mc_bound("x", 1.0, 1.0, 0.1, side="two-sided")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # compare: "a >= b" on paired per-seed values
 

@@ -518,3 +518,16 @@ def test_sweep_batched_stores_each_table_under_its_own_config(tmp_path):
         pd.testing.assert_frame_equal(store.load(c), table(seed=10 * c["seed"]))
         got = df[df["seed"] == c["seed"]].reset_index(drop=True)
         pd.testing.assert_series_equal(got["value"], table(seed=10 * c["seed"])["value"], check_names=False)
+
+
+def test_melt_wide_and_back():
+    import numpy as np
+    import pandas as pd
+    from flkit.results import melt_wide, pivot_wide
+    df = pd.DataFrame(dict(kind=["a", "b"], n=[1.0, np.nan], x=[0.5, 2.0], ok=[True, False]))
+    t = melt_wide(df, ["kind", "n"])
+    assert {"round", "metric", "value"} <= set(t.columns) and (t["round"] == 0).all()
+    back = pivot_wide(t, ["kind", "n"])
+    assert back["x"].tolist() == [0.5, 2.0] and back["ok"].tolist() == [1.0, 0.0] and back["n"].tolist() == [1.0, -1.0]
+    rounds = melt_wide(pd.DataFrame(dict(round=[3, 7], x=[1.0, 2.0])), ["round"])
+    assert rounds["round"].tolist() == [3, 7] and pivot_wide(rounds, ["round"])["x"].tolist() == [1.0, 2.0]

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["RULE", "CHECK_VERDICTS", "OK", "FAILED", "Check", "se", "agree", "bound", "compare", "close", "holds",
+__all__ = ["RULE", "CHECK_VERDICTS", "OK", "FAILED", "Check", "se", "agree", "bound", "mc_bound", "compare", "close", "holds",
            "horizon", "not_rising", "correlated", "frame", "styled", "summary", "number"]
 
 # a check's verdicts: it holds (OK), it fails (FAILED), or the runs cannot tell
@@ -113,6 +113,27 @@ def bound(what: str, ours: float, limit: float, *, tol: float = 0.0, side: str =
             "upper": f"measured <= document + {tol:g} (one-sided: an upper bound)",
             "lower": f"measured >= document - {tol:g} (one-sided: a lower bound)"}[side]
     return Check(what, verdict, x, lim, float(tol), rule)
+
+
+def mc_bound(what: str, mean: float, limit: float, se: float, *, z: float = 3.0, side: str = "upper",
+             draws: int | None = None) -> Check:
+    """A Monte Carlo estimate (`mean` with standard error `se`, e.g. of an expectation over `draws` random
+    draws) against a bound the document states one way, with a stated statistical margin of `z` standard
+    errors: `side="upper"` ("LHS <= RHS") agrees when mean - limit <= z se, `"lower"` when limit - mean <= z se.
+    `ours` is the mean, `reference` the bound, `margin` z se, `spread` se. A missing number is not testable."""
+    _side(side)
+    if side == "two-sided":
+        raise ValueError("mc_bound tests one-sided bounds: side must be 'upper' or 'lower'")
+    m, lim, s = float(mean), float(limit), float(se)
+    if not (math.isfinite(m) and math.isfinite(lim) and math.isfinite(s)) or s < 0:
+        verdict = NOT_TESTABLE
+    else:
+        gap = m - lim if side == "upper" else lim - m
+        verdict = "agrees" if gap <= z * s else "differs"
+    n = f" over {draws} draws" if draws else ""
+    rule = (f"Monte Carlo mean - bound <= {z:g} s.e.{n} (one-sided: an upper bound)" if side == "upper" else
+            f"bound - Monte Carlo mean <= {z:g} s.e.{n} (one-sided: a lower bound)")
+    return Check(what, verdict, m, lim, z * s if math.isfinite(s) else math.nan, rule, s)
 
 
 def compare(what: str, a, b, *, threshold: float = 0.0) -> Check:

@@ -55,6 +55,8 @@ ITEM = {
     "li": ("Claim: convergence of FedAvg with M clients under two sampling strategies (Li et al.): 1) prob. N/M, "
            "q_i = alpha_i; 2) selected w.p. alpha_i, q_i = 1/M"),
     "30K": "Claim: practical numbers, 20 x 7 x 2 x 100 ~ 30K check-ins",
+    "comm": "Claim: communication cost |S_1| + ... + |S_N| (data) against sum_k |B_k| size(model) = K N size(model)",
+    "gamma_s": "Claim: with a variable number of clients the update is quite noisy, so gamma_s must be small",
     "topk": ("Claim: reduce communication by compression, top-k not necessarily of w_{k,E}^(i) but of "
              "w_{k,E}^(i) - w_{k,0}"),
     # beyond the notes
@@ -91,6 +93,11 @@ KEYS: dict[str, dict[str, tuple[str, str | None]]] = {
         "case_1": ("case_1", "|w_B* - w_T*|^2 <= 1e-20"),
         "case_2": ("case_2", "|w_B* - w_T*|^2 <= 1e-20"),
         "case_3": ("case_3", "|w_B* - w_T*|^2 <= 1e-20"),
+        "gs_below": ("gamma_s", "exact mean-square stability limit (enumeration of the 2^N patterns) below the fixed-weights "
+                                "limit 2/lambda_max(sum_i alpha_i A_i) at every pi_min < 1, equal at pi_min = 1 (1e-9)"),
+        "gs_falls": ("gamma_s", "exact limit non-increasing as pi_min decreases"),
+        "gs_closed": ("gamma_s", "one Hessian for all: |limit ratio - E[S]^2/E[S^2]| <= 1e-12 at every pi_min"),
+        "gs_runs": ("gamma_s", "fl.run floors at fractions of the limit against the exact recursion: every |z| <= 4"),
     },
     "markov": {
         "autocorrelation": ("correlation", "exact from P^s to < 1e-12 and every simulated mean within 4 standard "
@@ -121,6 +128,8 @@ KEYS: dict[str, dict[str, tuple[str, str | None]]] = {
         "both schemes unbiased, Monte Carlo": ("li", None),
         "variances, Monte Carlo": ("li", None),
         "the notes' 30K": ("30K", None),
+        "uploads = K N, full availability": ("comm", None),
+        "uploads = K E min(N, |A_k|)": ("comm", None),
         "top-k error smaller for the update than for the model": ("topk", None),
         "top-k accuracy: update > model": ("topk", None),
     },

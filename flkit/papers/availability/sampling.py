@@ -55,7 +55,7 @@ __all__ = [
     "objective_check",
     "SCHEMES", "scheme_weights", "enumerate_scheme", "exact_moments", "weight_covariance", "scheme_monte_carlo",
     "model_upload_bytes", "data_upload_bytes", "notes_practical_numbers", "model_table", "dataset_bytes",
-    "cost_table", "topk", "k_of", "relative_topk_error", "topk_error_curve", "TopKTask", "topk_experiment",
+    "cost_table", "upload_count_law", "count_uploads", "topk", "k_of", "relative_topk_error", "topk_error_curve", "TopKTask", "topk_experiment",
     "local_models_of_one_round", "population", "inclusion_table", "plot_inclusion", "scheme_tables",
     "variance_curves", "MNIST_MODELS",
 ]
@@ -71,7 +71,8 @@ PROFILES = {
         objective=dict(rounds=600, burn_in=100, lr=0.05, seeds=[0, 1, 2, 3]),
         li=dict(M=10, Ns=[1, 2, 5], enumerate_max_N=3, runs=20, draws_per_run=200, local_epochs=1, batch_size=32,
                 lr=0.05, dirichlet=0.5, train_subset=6000),
-        comm=dict(hours_per_day=20, days_per_week=7, weeks=2, Ns=[100, 500]),
+        comm=dict(hours_per_day=20, days_per_week=7, weeks=2, Ns=[100, 500],
+                  count=dict(M=50, N=10, K=200, dim=5, pis=[1.0, 0.15], seeds=[0, 1, 2, 3])),
         topk=dict(clients=20, per_round=5, rounds=4, steps=10, batch_size=32, lr=0.05, model="logreg",
                   dirichlet=0.5, fracs=[0.01, 0.1, 1.0], error_fracs=[0.001, 0.01, 0.1, 0.5, 1.0],
                   train_subset=6000, test_subset=2000, every=2),
@@ -82,7 +83,8 @@ PROFILES = {
         objective=dict(rounds=4000, burn_in=500, lr=0.05, seeds=list(range(20))),
         li=dict(M=10, Ns=[1, 2, 3, 5, 8], enumerate_max_N=5, runs=200, draws_per_run=500, local_epochs=1,
                 batch_size=32, lr=0.05, dirichlet=0.5, train_subset=None),
-        comm=dict(hours_per_day=20, days_per_week=7, weeks=2, Ns=[100, 500]),
+        comm=dict(hours_per_day=20, days_per_week=7, weeks=2, Ns=[100, 500],
+                  count=dict(M=100, N=20, K=280, dim=5, pis=[1.0, 0.3, 0.2, 0.1], seeds=list(range(20)))),
         topk=dict(clients=100, per_round=10, rounds=30, steps=20, batch_size=32, lr=0.05, model="cvar_mlp",
                   dirichlet=0.5, fracs=[0.01, 0.1, 1.0], error_fracs=[0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0],
                   train_subset=None, test_subset=None, every=5),
@@ -429,6 +431,45 @@ def cost_table(models_df: pd.DataFrame, data_bytes: int, K: int, Ns: Sequence[in
                              data_bytes=int(data_bytes), ratio=dense / data_bytes,
                              break_even_K=data_bytes / (N * int(r["bytes"]))))
     return pd.DataFrame(rows)
+
+
+def upload_count_law(pi, N: int) -> np.ndarray:
+    r"""Exact law of one round's uploads :math:`|\mathcal B_k| = \min(N, |A_k|)` when client i is available
+    independently with probability :math:`\pi_i` and N clients are picked among the available (all of them
+    when fewer): the Poisson-binomial law of :math:`|A_k|` (dynamic programming) folded at N. Returns P(0..N)."""
+    pi = np.asarray(settings.probabilities(pi, "pi"), dtype=float).reshape(-1)
+    N = settings.positive_int(N, "N")
+    law = np.zeros(pi.size + 1)
+    law[0] = 1.0
+    for q in pi:
+        law[1:] = law[1:] * (1 - q) + law[:-1] * q
+        law[0] *= 1 - q
+    out = law[:N + 1].copy()
+    out[N] += law[N + 1:].sum()
+    return out
+
+
+def count_uploads(M: int, N: int, K: int, pi, seeds, dim: int = 5) -> pd.DataFrame:
+    r"""The notes' FedAvg (N clients picked uniformly among the available, ``flkit.sample.UniformK``) run through
+    ``flkit.fl.run`` for K rounds on M quadratic clients of dimension `dim`, availability Bernoulli(pi): per seed
+    the client updates the run computed (``Result.evals``: one upload of the model, 4 `dim` bytes in float32,
+    per picked client and round), beside K N and the exact expectation :math:`K\,\mathbb E\min(N, |A_k|)`."""
+    from flkit import aggregate, fl, sample
+    M, N, K = settings.positive_int(M, "M"), settings.positive_int(N, "N"), settings.positive_int(K, "K")
+    if N > M:
+        raise ValueError(f"N (clients per round) must be <= M (clients), got N={N}, M={M}")
+    seeds = settings.seeds(seeds)
+    pi = np.broadcast_to(np.asarray(settings.probabilities(pi, "pi"), dtype=float), (M,))
+    b = rng(0, "data/count-uploads").normal(size=(M, dim))
+    task = quadratic_clients_task(b)
+    res = fl.run(task, {"fedavg": fl.Algorithm(aggregate.FedAvg(), sampler=sample.UniformK(N), lr=0.1)},
+                 seeds=list(seeds), rounds=K, every=K, diverge_factor=None,
+                 availability=lambda s: participation.bernoulli(pi, K, s))
+    law = upload_count_law(pi, N)
+    expect = K * float(law @ np.arange(N + 1))
+    return pd.DataFrame(dict(seed=res.seeds["fedavg"], uploads=np.asarray(res.evals["fedavg"], dtype=float),
+                             bytes=4 * dim * np.asarray(res.evals["fedavg"], dtype=float), KN=K * N,
+                             KN_bytes=model_upload_bytes(K, N, 4 * dim), expected=expect, pi_min=float(pi.min())))
 
 
 # ================================================================================================

@@ -46,6 +46,7 @@ __all__ = [
     "effective_weights", "weight_law", "weight_moments", "aggregate_moments", "monte_carlo_weights",
     "monte_carlo_aggregate", "zscore", "expected_sq_distance", "stationary_sq_distance", "eta_max",
     "fairness_table", "fairness_runs", "floor_rules", "floor_runs", "one_aggregate_table", "spread_table",
+    "total_weight_moments", "server_step_table", "common_hessian", "edge_runs", "server_step_checks",
     "worked_example_table", "limit_cases", "limit_runs", "limit_summary", "limit_table", "finding_words",
     "PALETTE", "LIMIT_REFS", "plot_fairness_2d", "plot_spread", "plot_floors", "plot_limits",
 ]
@@ -60,12 +61,15 @@ PROFILES = {
     "smoke": dict(problem=_PROBLEM, fair=dict(seeds=20, n=10, dim=10, sizes_sigma=1.0),
                   mc_draws=20_000, spread_grid=[0.05, 0.2, 0.5, 1.0],
                   floor=dict(etas=[0.02, 0.1, 0.5], rounds=600, seeds=list(range(6))),
-                  limits=dict(eta=0.05, rounds=600, seeds=list(range(20)), pi_const=0.3)),
+                  limits=dict(eta=0.05, rounds=600, seeds=list(range(20)), pi_const=0.3),
+                  server=dict(pi_mins=[1.0, 0.5, 0.1, 0.02], fractions=[0.5, 0.75], rounds=600, seeds=list(range(8)))),
     "paper": dict(problem=_PROBLEM, fair=dict(seeds=200, n=10, dim=10, sizes_sigma=1.0),
                   mc_draws=200_000, spread_grid=[0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0],
                   floor=dict(etas=[0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0], rounds=4000,
                              seeds=list(range(20))),
-                  limits=dict(eta=0.02, rounds=3000, seeds=list(range(50)), pi_const=0.3)),
+                  limits=dict(eta=0.02, rounds=3000, seeds=list(range(50)), pi_const=0.3),
+                  server=dict(pi_mins=[1.0, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02], fractions=[0.25, 0.5, 0.75],
+                              rounds=4000, seeds=list(range(40)))),
 }
 
 
@@ -645,6 +649,103 @@ def eta_max(problem: QuadraticProblem, pi, q, *, normalize: bool) -> float:
     :math:`\mathbb E[(1-\eta H_a)^2] < 1` for every coordinate a)."""
     probs, H, _ = _round_law(problem, pi, q, normalize)
     return float((2 * (probs @ H) / (probs @ H ** 2)).min())
+
+
+# ================================================================================================
+# "variable # of clients, quite noisy => gamma_s small" (the unnormalized rule's server step)
+# ================================================================================================
+def total_weight_moments(pi, q) -> tuple[float, float]:
+    r"""Mean and variance of the round's total weight :math:`S_k = \sum_{i\in A_k} q_i` under independent
+    Bernoulli(:math:`\pi_i`) availability: :math:`\sum_i\pi_iq_i` and :math:`\sum_i q_i^2\pi_i(1-\pi_i)`."""
+    pi, q = np.asarray(pi, dtype=float), np.asarray(q, dtype=float)
+    return float((pi * q).sum()), float((q * q * pi * (1 - pi)).sum())
+
+
+def common_hessian(problem: QuadraticProblem) -> QuadraticProblem:
+    r"""The same clients with one Hessian for all, the mean of theirs (:math:`A_i = \bar A`), and optima kept:
+    the curvature of a round is then :math:`S_k\bar A`, random only through the total weight."""
+    A = problem.A.mean(0, keepdim=True).expand_as(problem.A).clone()
+    return QuadraticProblem(A, problem.b.clone())
+
+
+def server_step_table(problem: QuadraticProblem, n: int, pi_mins) -> pd.DataFrame:
+    r"""For availabilities spread evenly from each :math:`\pi_{\min}` to 1 and :math:`q = \alpha/\pi`
+    (:math:`\alpha_i = 1/N`; then :math:`\mathbb E[S] = 1`): the moments of the total weight S, the largest
+    mean-square-stable server step of the unnormalized rule (:func:`eta_max`, exact by enumeration) on the problem
+    and on its common-Hessian version, the limit :math:`2/\lambda_{\max}(\sum_i\alpha_iA_i)` of the same expected
+    update with the weights fixed (every client every round with weight :math:`\alpha_i`: no variable number), and
+    the closed form of the ratio on the common-Hessian problem, :math:`\mathbb E[S]^2/\mathbb E[S^2]`."""
+    alpha = np.full(n, 1.0 / n)
+    A = problem.A.numpy()
+    Ac = common_hessian(problem)
+    rows = []
+    for pm in pi_mins:
+        pi = linear_pi(n, pm)
+        q = alpha / pi
+        ES, VS = total_weight_moments(pi, q)
+        fixed = 2 / float((alpha[:, None] * A).sum(0).max())
+        g = eta_max(problem, pi, q, normalize=False)
+        gc = eta_max(Ac, pi, q, normalize=False)
+        rows.append(dict(pi_min=pm, ES=ES, VarS=VS, cv2=VS / ES ** 2, gamma_max=g, gamma_fixed=fixed, ratio=g / fixed,
+                         gamma_max_common=gc, ratio_common=gc / fixed, ratio_closed=ES ** 2 / (ES ** 2 + VS),
+                         gamma_max_normalized=eta_max(problem, pi, q, normalize=True)))
+    return pd.DataFrame(rows)
+
+
+def edge_runs(task: WeightedQuadratic, pi, fractions, rounds: int, seeds) -> pd.DataFrame:
+    r"""The unnormalized rule with :math:`q = \alpha/\pi` (flkit's ``KnownP``) through ``flkit.fl.run`` at server
+    steps :math:`\gamma_s = f\,\gamma_s^{\max}` (f in `fractions`, :math:`\gamma_s^{\max}` its mean-square
+    limit), started at :math:`w_T^\star`: per run the mean of :math:`\|w_k - w_T^\star\|^2` over the second half,
+    and the exact expectation of that mean (:func:`expected_sq_distance`)."""
+    pi = settings.probabilities(pi, "pi")
+    rounds, seeds = settings.positive_int(rounds, "rounds", 2), settings.seeds(seeds)
+    q = np.asarray(task.alpha) / pi
+    gmax = eta_max(task.problem, pi, q, normalize=False)
+    etas = [float(f) * gmax for f in fractions]
+    if any(not 0 < f < 1 for f in fractions):
+        raise ValueError(f"fractions of the stability limit must lie in (0, 1), got {fractions!r}")
+    algs = {f"f={f}": fl.Algorithm(aggregate.KnownP(), lr=e) for f, e in zip(fractions, etas)}
+    res = fl.run(task, algs, seeds=list(seeds), rounds=rounds, availability=lambda s: participation.bernoulli(pi, rounds, s),
+                 p=pi, w0=task.w_T, every=1, diverge_factor=None)
+    tail = res.rounds > rounds // 2
+    w_T = task.w_T.numpy()
+    rows = []
+    for f, e in zip(fractions, etas):
+        v = res.values[f"f={f}"]["dist2_T"][tail].mean(0)
+        ex = expected_sq_distance(task.problem, pi, q, normalize=False, eta=e, rounds=rounds, w0=w_T,
+                                  refs={"T": w_T})["T"][res.rounds[tail]].mean()
+        rows += [dict(fraction=f, eta=e, seed=int(s), round=rounds, metric="tail_dist2", value=float(x))
+                 for s, x in zip(seeds, v)]
+        rows.append(dict(fraction=f, eta=e, seed=-1, round=rounds, metric="exact_tail_dist2", value=float(ex)))
+    return pd.DataFrame(rows)
+
+
+def server_step_checks(tab: pd.DataFrame, edge: pd.DataFrame) -> list[tuple[bool, str, float, float]]:
+    """The criteria of the claim 'variable number of clients, quite noisy, so gamma_s small' as (ok, text, ours,
+    reference): (1) the unnormalized rule's limit is below the fixed-weights one at every pi_min < 1 and equal at
+    pi_min = 1; (2) it falls as pi_min falls; (3) on the common-Hessian problem the ratio is E[S]^2/E[S^2] (1e-12);
+    (4) through fl.run the floors at fractions of the limit match the exact recursion (|z| <= 4)."""
+    t = tab.sort_values("pi_min", ascending=False)
+    var = t[t["pi_min"] < 1]
+    one = t[t["pi_min"] == 1]
+    below = bool((var["ratio"] < 1 - 1e-9).all()) and bool((np.abs(one["ratio"] - 1) <= 1e-9).all())
+    mono = bool((np.diff(t["gamma_max"].to_numpy()) <= 1e-12).all())
+    dev = float(np.abs(t["ratio_common"] - t["ratio_closed"]).max())
+    m = edge[edge["metric"] == "tail_dist2"].groupby("fraction")["value"].agg(["mean", "std", "count"])
+    ex = edge[edge["metric"] == "exact_tail_dist2"].set_index("fraction")["value"]
+    z = float(((m["mean"] - ex) / (m["std"] / np.sqrt(m["count"]))).abs().max())
+    lo = float(var["ratio"].min()) if len(var) else float("nan")
+    return [
+        (below, f"with a variable number of available clients the largest mean-square-stable gamma_s of the unnormalized "
+                f"rule is below that of the same expected update with fixed weights, at every pi_min < 1 (smallest "
+                f"ratio {lo:.3f}), and equal at pi_min = 1", lo, 1.0),
+        (mono, "the largest stable gamma_s falls as the availabilities spread (pi_min from 1 down to "
+               f"{t['pi_min'].min():g})", float(t["gamma_max"].iloc[-1]), float(t["gamma_max"].iloc[0])),
+        (dev <= 1e-12, "with one Hessian for all clients the ratio is exactly E[S]^2 / E[S^2], S the total weight of the "
+                       f"available clients (max deviation {dev:.1e})", dev, 0.0),
+        (z <= 4, f"through fl.run, the floors at fractions {sorted(m.index)} of the limit match the exact recursion "
+                 f"(max |z| = {z:.2f})", z, 4.0),
+    ]
 
 
 def plot_spread(axes, df: pd.DataFrame) -> None:

@@ -36,6 +36,11 @@ THM3 = "Theorem 3"
 GEOMETRIC = "Eq. (proof of Theorem 3): the cutoff geometric distribution, E[S_n] and Var[S_n]"
 THM3_PROOF = "Eq. (proof of Theorem 3): E[(p_n omega_t^n - 1)^2] split into variance and bias, and its bounds"
 COR4_PROOF = "Eq. (proof of Corollary 4): (1 - min_n p_n)^(2 log_c T) = 1/T"
+COR4 = "Corollary 4"
+THM2 = "Theorem 2"
+LEMMA = "Lemma B.3.3"
+PROBLEM1 = "Problem 1"
+LARGE = "Claim (slide 'How to Estimate Aggregation Weights?'): large intervals cause large overestimates of omega and instability"
 OVERFITTING = "Fig. (slide 'Overfitting when Only Training on a Single Device's Data')"
 CUTOFF_FIG = ("Fig. (slide 'Experiments (cont'd)'): FedAU with different cutoff K and minimum participation "
               "probability")
@@ -51,6 +56,11 @@ STATIONARY = "Claim (slide 'Experiments (cont'd)'): the same stationary probabil
 RULES: dict[str, list[tuple[str, str]]] = {
     "overfitting": [("", OVERFITTING)],
     "theory": [
+        ("Corollary 4", COR4),                          # before "Theorem 2": its checks use Theorem 2's bound
+        ("Theorem 2", THM2),                            # before "Lemma B.3.3": its checks bound the lemma's bracket
+        ("Lemma B.3.3", LEMMA),
+        ("Problem 1", PROBLEM1),
+        ("Large intervals", LARGE),
         ("bias fraction of omega=1", OMEGA),            # omega=1 and omega=1/p: the claim on the two weightings
         ("Thm 1", THM1),
         ("Interval-mean identity", INTERVALS),

@@ -75,6 +75,10 @@ PROFILES = {
         intervals=dict(ps=[0.02, 0.1, 0.5], Ks=[1, 2, 10, 50], clients=300, m=20, seed=0),
         werr=dict(rounds=300, masks=16, Ks=[2, 10, 50, None], Ts=[100, 300], check_Ks=[10, 50], seed=0),
         opt1=dict(rounds=600, seeds=[0, 1], Ks=[None, 50]),
+        problem1=dict(Ts=[100, 300, 1000], seeds=[0, 1, 2]),
+        large=dict(rounds=800, seeds=[0, 1, 2, 3], etas=[1.0, 4.0], mask_rounds=1000, mask_seeds=[0, 1, 2, 3]),
+        bounds=dict(N=20, d=5, I=3, sigma2=1.0, seed=0, states_at=[0, 10], state_seeds=[0], draws=4000,
+                    thm2_T=200, thm2_seeds=[0, 1, 2, 3], cor4_Ts=[100, 200, 400], cor4_seeds=[0, 1, 2, 3]),
     ),
     "paper": dict(
         _BASE, seeds=list(range(20)),
@@ -86,6 +90,12 @@ PROFILES = {
         werr=dict(rounds=10_000, masks=48, Ks=[1, 2, 5, 10, 20, 50, 100, 200, 500, None], Ts=[100, 1000, 10_000],
                   check_Ks=[10, 50, 200], seed=0),
         opt1=dict(rounds=10_000, seeds=list(range(8)), Ks=[None, 50]),
+        problem1=dict(Ts=[100, 300, 1000, 3000, 10_000], seeds=[0, 1, 2, 3, 4, 5]),
+        large=dict(rounds=2000, seeds=list(range(8)), etas=[1.0, 2.0, 3.0, 4.0], mask_rounds=2000,
+                   mask_seeds=list(range(100))),
+        bounds=dict(N=20, d=5, I=3, sigma2=1.0, seed=0, states_at=[0, 3, 30, 300], state_seeds=[0, 1], draws=20_000,
+                    thm2_T=2000, thm2_seeds=list(range(20)), cor4_Ts=[250, 500, 1000, 2000, 4000],
+                    cor4_seeds=list(range(30))),
     ),
 }
 
