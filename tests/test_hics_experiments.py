@@ -78,16 +78,19 @@ def test_jobs_of_paper_profile():
 
 
 def test_divfl_proxy_is_part_of_the_store_key():
-    """The reduced profile's stored DivFL runs use the full-update proxy and carry no key (their stored configs);
-    the one-step gradient runs carry divfl_proxy, so the two never share a key; a bad proxy is refused."""
-    red = X.profile("reduced")
-    assert red["divfl_proxy"] == "update" and X.profile("paper")["divfl_proxy"] == "gradient"
-    upd = [j for j in X.jobs(red) if j["group"] == "divfl"]
-    grad = [j for j in X.jobs(X.profile("reduced", divfl_proxy="gradient")) if j["group"] == "divfl"]
-    assert all("divfl_proxy" not in j for j in upd) and all(j["divfl_proxy"] == "gradient" for j in grad)
+    """Every profile's DivFL uses the document's one-step gradient proxy, whose jobs carry divfl_proxy; the
+    reduced profile's earlier full-update runs carry no key (their stored configs) and stay stored, so the two
+    never share a key; a bad proxy is refused."""
     from flkit import results
+    red = X.profile("reduced")
+    assert red["divfl_proxy"] == "gradient" == X.profile("paper")["divfl_proxy"]
+    grad = [j for j in X.jobs(red) if j["group"] == "divfl"]
+    upd = [j for j in X.jobs(X.profile("reduced", divfl_proxy="update")) if j["group"] == "divfl"]
+    assert all("divfl_proxy" not in j for j in upd) and all(j["divfl_proxy"] == "gradient" for j in grad)
     assert not {results.config_key(j) for j in upd} & {results.config_key(j) for j in grad}
-    main = [j for j in X.jobs(X.profile("reduced", divfl_proxy="gradient")) if j["group"] != "divfl"]
+    store = results.book_store("hics")
+    assert len(upd) == 9 and all(store.done(j) for j in upd)                # the labelled variant's runs
+    main = [j for j in X.jobs(X.profile("reduced", divfl_proxy="update")) if j["group"] != "divfl"]
     assert main == [j for j in X.jobs(red) if j["group"] != "divfl"]     # the other methods' keys do not move
     with pytest.raises(ValueError, match="divfl_proxy must be one of"):
         X.profile("reduced", divfl_proxy="ideal")
