@@ -148,14 +148,17 @@ def test_paired_gap_and_the_words_follow_the_numbers():
     assert np.isclose(gap.loc["paper", "gap"], np.mean([0.5, 0.5, 0.35]))
     assert np.isclose(gap.loc["distinct", "share_of_paper_gap"], np.mean([0.02, 0.01, 0.01]) / gap.loc["paper", "gap"])
     w = G.diagnosis_words(gap)
-    assert w["explains"] == G.CAUSES["distinct"] and "gamma0 = 0" in w["keeps"] and "T/2" in w["keeps"]
+    assert w["explains"].startswith("the with-replacement draw") and "gamma0 = 0" in w["keeps"] and "T/2" in w["keeps"]
     assert w["temperature"].startswith("halving T widens the gap")
     w2 = G.diagnosis_words(G.paired_gap(late[late.method != "distinct"], "CS"))
     assert w2["explains"] == "none of the candidate causes alone" and w2["closes"] == "none"
     both = late.copy()
     both.loc[both.method == "gamma0 = 0", "late_loss"] = [0.61, 0.72, 0.66]
     w3 = G.diagnosis_words(G.paired_gap(both, "CS"))
-    assert w3["explains"].startswith("the weighting and the with-replacement draw together")
+    assert w3["explains"].startswith("the weighting of the clusters") and "M = K" in w3["explains"]
+    only_uniform = both[both.method != "distinct"]
+    w4 = G.diagnosis_words(G.paired_gap(only_uniform, "CS"))
+    assert w4["explains"].startswith("the weighting of the clusters") and "M = K" not in w4["explains"]
 
 
 def test_similar_to_cs_checks():
@@ -232,3 +235,21 @@ def test_separation_auc_is_exact_on_built_updates():
     assert sf.auc_cosine.iloc[0] == 1.0
     checks = E.separation_checks(pd.concat([sf] * 3, ignore_index=True).assign(auc_cosine=[1.0, 0.98, 0.99]))
     assert checks[0].verdict == "contradicted"
+
+
+def test_the_new_checks_are_filed_under_checked_items_of_their_pages():
+    from flkit.papers import scorecard
+    items = {it.id: it for it in scorecard.items("004")}
+    for item in G.ITEMS.values():
+        assert items[item].status == "checked" and items[item].page == "hics/fmnist", item
+    for item in CO.ITEMS.values():
+        assert items[item].status == "checked" and items[item].page == "hics/fmnist", item
+        assert scorecard.scale_kind(items[item].scale) == "stand-in"
+    for item in (E.CLOSE_ITEM, E.COSINE_ITEM):
+        assert items[item].status == "checked" and items[item].page == "hics/entropy", item
+    # Fig. 9's panels carry the closeness checks: the ranking alone cannot make them reproduced
+    close = E.closeness_check("(b)", [0.85, 0.9])
+    out = E.scorecard_checks([close, E.claims.holds("list (b): Spearman rho(H_hat, H) > 0, every seed", True, "t")])
+    assert [c.what for c in out["Fig. 9(b)"]][0].startswith("closeness") and out[E.CLOSE_ITEM] == [close]
+    v = scorecard.page_verdicts("004", out)
+    assert v["Fig. 9(b)"] == "partly" and v[E.CLOSE_ITEM] == "not reproduced"

@@ -11,7 +11,8 @@ candidate causes, each with a variant of the sampler that removes it:
   client drawn twice is drawn again, so a round takes several clients from one cluster and fewer distinct
   clusters than K (about 3.4 of 5 for uniform :math:`\pi`); CS takes one client per cluster.
   Variant ``distinct``: K distinct clusters, one client each (:func:`flkit.sample.hics_draw`
-  ``rule="distinct"``), everything else the document's;
+  ``rule="distinct"``), everything else the document's. With M = K (the document's choice) it takes every
+  cluster once whatever :math:`\pi`, so it removes the weighting's effect too;
 * **the weighting** :math:`\pi^t_m \propto \exp(\gamma^t\bar H_m)`: when the estimates reflect the class
   a concentrated client holds rather than its balance (the entropy page), the favoured clusters are those of
   some classes. Variant ``gamma0 = 0``: uniform :math:`\pi` (draw unchanged);
@@ -278,10 +279,10 @@ def slug(name: str) -> str:
 def diagnosis_words(gap: pd.DataFrame) -> dict:
     """The reading in words, from :func:`paired_gap`: a variant closes the deficit when its late-loss gap to CS
     is within two standard errors of 0 or below a quarter of the paper variant's gap; it keeps it otherwise.
-    Returns glue-able strings: ``closes`` and ``keeps`` (variants with their gaps), ``explains`` (what the
-    closing variants say about the cause: both the weighting and the with-replacement draw when removing either
-    closes the gap, one of them when only its variant does, else none alone) and ``temperature`` (what halving T
-    does to the gap)."""
+    Returns glue-able strings: ``closes`` and ``keeps`` (variants with their gaps), ``explains`` (the cause the
+    closing variants point to: uniform probabilities with the draw unchanged isolate the weighting; K distinct
+    of M = K clusters remove the draw and, taking every cluster once, the weighting's effect too) and
+    ``temperature`` (what halving T does to the gap)."""
     closes, keeps = [], []
     for m, r in gap.iterrows():
         if m not in CAUSES:
@@ -292,13 +293,14 @@ def diagnosis_words(gap: pd.DataFrame) -> dict:
     def fmt(ms):
         return "; ".join(f"'{m}' ({gap.loc[m, 'gap']:+.3f} ± {gap.loc[m, 'se']:.3f}, {gap.loc[m, 'share_of_paper_gap']:.0%} "
                          "of the document's algorithm's gap)" for m in ms) or "none"
-    both = {"distinct", "gamma0 = 0"} <= set(closes)
-    if both:
-        explains = ("the weighting and the with-replacement draw together: the cluster probabilities concentrate the "
-                    "draws on one cluster, and drawing with replacement lets that cluster fill several of a round's K "
-                    "places; removing either one closes most of the gap")
-    elif "distinct" in closes or "gamma0 = 0" in closes:
-        explains = CAUSES["distinct" if "distinct" in closes else "gamma0 = 0"]
+    if "gamma0 = 0" in closes:
+        explains = ("the weighting of the clusters by their mean estimate, not the with-replacement draw as such: with "
+                    "uniform probabilities the draw, still with replacement, nearly matches CS")
+        if "distinct" in closes:
+            explains += (" (K distinct clusters close it too, but with M = K they take every cluster once whatever the "
+                         "probabilities, which removes the weighting as well)")
+    elif "distinct" in closes:
+        explains = "the with-replacement draw: uniform probabilities alone do not close the gap, K distinct clusters do"
     else:
         explains = "none of the candidate causes alone"
     temperature = "not run"
