@@ -17,8 +17,9 @@ per round for all methods, seeds and hyper-parameters at once. Per round t:
 A **task** supplies the model and the clients' local training on a flat parameter vector per run
 (``dim`` floats): ``num_clients``, ``dim``, ``dtype``, ``client_updates(w (R, d), active (R, N), t, runs)
 -> (pairs (P, 2), delta (P, d)[, local models (P, d)])``, ``metrics(w) -> {name: (R,)}``; optionally ``sizes`` ((N,) sample
-counts) and ``client_losses(w, pairs, runs) -> (P,)`` (for samplers that probe losses). Randomness of local
-training must be keyed by (seed, round, client) only (``runs.seeds``), so a run's numbers do not depend on
+counts), ``client_losses(w, pairs, runs) -> (P,)`` (for samplers that probe losses) and
+``client_gradients(w, pairs, runs) -> (P, d)`` (for samplers that probe gradients at the global model).
+Randomness of local training must be keyed by (seed, round, client) only (``runs.seeds``), so a run's numbers do not depend on
 which other runs share its batch, and a resumed run repeats the same numbers.
 
 Divergence: a run whose first metric becomes non-finite or exceeds ``diverge_factor`` times its initial
@@ -312,7 +313,7 @@ class _Probe:
 
     def __init__(self, task, w, rows: Tensor, t: int, runs: Runs):
         self.task, self.w, self.rows, self.t, self.runs = task, w, rows, t, runs
-        self.calls = {"losses": 0, "updates": 0}
+        self.calls = {"losses": 0, "updates": 0, "gradients": 0}
 
     def _pairs(self, mask: Tensor) -> Tensor:
         return mask.nonzero()
@@ -325,6 +326,16 @@ class _Probe:
             glob = torch.stack([self.rows[pr[:, 0]], pr[:, 1]], 1)
             out[pr[:, 0], pr[:, 1]] = self.task.client_losses(self.w, glob, self.runs).double().cpu()
         return out
+
+    def gradients(self, mask: Tensor):
+        """(pairs (P, 2) of (run within the algorithm, client), gradients (P, d)): each asked client's gradient
+        of its local objective over all its data at the current global model (``task.client_gradients``)."""
+        self.calls["gradients"] += 1
+        pr = self._pairs(mask)
+        if not len(pr):
+            return pr, torch.zeros(0, self.w.shape[1], dtype=self.w.dtype, device=self.w.device)
+        glob = torch.stack([self.rows[pr[:, 0]], pr[:, 1]], 1)
+        return pr, self.task.client_gradients(self.w, glob, self.runs)
 
     def updates(self, mask: Tensor):
         self.calls["updates"] += 1

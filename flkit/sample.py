@@ -14,9 +14,11 @@ A sampler is a frozen dataclass of hyper-parameters with three methods (FedJAX's
   learn from updates keep them.
 
 ``probe`` is the round loop's narrow window on training state: ``probe.losses(mask)`` (the current
-global model's training loss on the asked clients, NaN elsewhere) and ``probe.updates(mask)`` (the
-updates the asked clients would send). :class:`PowD` and :class:`CAFed` ask for losses, :class:`DivFL`
-(its default ``proxy="ideal"``) for updates; the other samplers never call it.
+global model's training loss on the asked clients, NaN elsewhere), ``probe.gradients(mask)`` (the asked
+clients' gradients of their local objective over all their data at the current global model) and
+``probe.updates(mask)`` (the updates the asked clients would send). :class:`PowD` and :class:`CAFed` ask
+for losses, :class:`DivFL` for gradients (its default ``proxy="gradient"``) or updates
+(``proxy="update"``); the other samplers never call it.
 
 Samplers return counts only; weights are the aggregation rule's business. :class:`CAFed` and
 :class:`F3AST` (and their baselines Unbiased and AdaFed, which are :class:`AllAvailable`) aggregate with
@@ -514,7 +516,7 @@ def _store_latest(updates: torch.Tensor | None, pairs, delta, shape: tuple[int, 
 class DivFLState(SamplerState):
     """Adds, for ``proxy="stale"``, the latest observed update of each (run, client): ``updates``
     (R, N, d), allocated at the first ``observe`` on the device and dtype of ``delta`` (zeros for
-    clients never observed). Stays None with ``proxy="ideal"``."""
+    clients never observed). Stays None with ``proxy="gradient"`` and ``proxy="update"``."""
 
     updates: torch.Tensor | None = None
 
@@ -565,6 +567,9 @@ def facility_location_greedy(D: np.ndarray, k: int, g: np.random.Generator | Non
     return np.array(chosen, dtype=np.int64)
 
 
+PROXIES = ("gradient", "update", "stale")     # DivFL's vectors: the document's one-step gradient first
+
+
 @dataclass(frozen=True)
 class DivFL:
     """Diverse client selection (Balakrishnan, Li, Zhou, Himayat, Smith & Bilmes, ICLR 2022).
@@ -580,14 +585,19 @@ class DivFL:
 
     ``proxy`` = the vectors Delta_i the distances are taken on:
 
-    * ``"ideal"`` (default): every available client's update from the current global model x_t,
-      asked through the probe each round (one ``probe.updates(mask)`` call per round, mask = A_t of
-      the runs with |A_t| > k). This is the idealized DivFL of the HiCS-FL document (1-step gradients
-      requested from every client each round, whether selected or not, like its ideal pow-d). Delta_i is the task's own
-      local update (x_t minus the local model), so a task with one full-batch step of step size eta
-      gives Delta_i = eta grad F_i(x_t), the paper's gradient up to a factor common to all clients,
-      which leaves S_t unchanged. Because local training is keyed by (seed, round, client), the updates
-      the chosen clients then send are the probed ones.
+    * ``"gradient"`` (default): every available client's gradient of its local objective over all its
+      data at the current global model x_t, :math:`\nabla F_i(x_t)`, asked through the probe each round
+      (one ``probe.gradients(mask)`` call per round, mask = A_t of the runs with |A_t| > k). This is the
+      idealized DivFL of the HiCS-FL document (appendix 6.1.2: "1-step gradients were requested from all
+      client[s] in each round (regardless of their participation status)"), read as the gradient of one
+      full-batch step at the received model, which is also what DivFL's own code computes at round 0 and
+      what the DivFL paper's analysis uses. The sign (gradient, not step) and a step size common to all
+      clients leave the distances' order, hence S_t, unchanged.
+    * ``"update"``: every available client's full local update from x_t (the task's local training:
+      epochs or steps of minibatch SGD), asked through ``probe.updates(mask)``; Delta_i = x_t minus the local
+      model. A labelled variant: a richer vector than the document's one-step gradient, at the cost of
+      every client's full local training every round. Because local training is keyed by
+      (seed, round, client), the updates the chosen clients then send are the probed ones.
     * ``"stale"``: Delta_i = the last update client i sent (through ``observe``), zeros for a client
       never observed; no probe call. The authors' code works this way after round 0: the table of
       per-client gradients is refreshed only for the clients selected in a round.
@@ -596,9 +606,9 @@ class DivFL:
     max(k, int(subsample |A_t|)) random remaining clients, drawn with the run's generator.
 
     Departures. The paper's V is all N clients, all available; we take V = A_t, both as the clients
-    that may be chosen and as the clients to be represented (the ideal proxy has no update for an
+    that may be chosen and as the clients to be represented (the probed proxies have no vector for an
     unavailable client). If |A_t| <= k every available client is taken and nothing is asked. The
-    paper's vector is the full local gradient at the received model; here it is the task's update.
+    paper's vector is the full local gradient at the received model (``proxy="gradient"``).
 
     Authors' code (github.com/melodi-lab/divfl, commit 4a5b80df85a72b97751ce1130ee5c7d76a2c1540,
     ``flearn/trainers/fedavg.py``, ``flearn/trainers/fedbase.py``: ``select_cl_submod``, ``lazy_greedy``,
@@ -610,18 +620,20 @@ class DivFL:
     The HiCS-FL code (github.com/CityChan/HiCS-FL, commit 25f309d118d72c8ca176b6551704f648b304e100,
     ``server/server_divfl.py``) trains all N clients every round but selects with the updates of the
     previous round (zeros at round 0), by stochastic greedy with subsample 0.1, and aggregates only
-    the selected clients; our "ideal" uses the current round's updates, as the HiCS-FL document says.
+    the selected clients; our "gradient" and "update" use the current round's vectors, as the HiCS-FL
+    document says.
     """
 
     k: int
-    proxy: str = "ideal"
+    proxy: str = "gradient"
     subsample: float | None = None
 
     def __post_init__(self):
         _positive_int(self.k, "k")
-        if self.proxy not in ("ideal", "stale"):
-            raise ValueError(f"proxy must be 'ideal' (every available client's update through the probe) "
-                             f"or 'stale' (the last observed updates), got {self.proxy!r}")
+        if self.proxy not in PROXIES:
+            raise ValueError(f"proxy must be 'gradient' (every available client's gradient at the global model, "
+                             f"through the probe), 'update' (every available client's full local update, through "
+                             f"the probe) or 'stale' (the last observed updates), got {self.proxy!r}")
         s = self.subsample
         if s is not None and (isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, float, np.floating))
                               or not 0 < s <= 1):
@@ -658,10 +670,12 @@ class DivFL:
                 out[r] = (torch.zeros(len(idx), 1, dtype=torch.float64) if state.updates is None
                           else state.updates[r][idx.to(state.updates.device)])
             return out
-        pairs, delta = probe.updates(torch.from_numpy(ask))
+        ask_of = probe.gradients if self.proxy == "gradient" else probe.updates
+        what = "gradients" if self.proxy == "gradient" else "updates"
+        pairs, delta = ask_of(torch.from_numpy(ask))
         pairs = torch.as_tensor(pairs).detach().cpu().long()
         if pairs.ndim != 2 or pairs.shape[1] != 2 or delta.ndim != 2 or delta.shape[0] != pairs.shape[0]:
-            raise ValueError(f"probe.updates must return pairs (P, 2) and delta (P, d) with the same P, "
+            raise ValueError(f"probe.{what} must return pairs (P, 2) and vectors (P, d) with the same P, "
                              f"got {tuple(pairs.shape)} and {tuple(delta.shape)}")
         got = np.zeros((R, N), dtype=bool)
         pos = np.full((R, N), -1, dtype=np.int64)
@@ -669,7 +683,7 @@ class DivFL:
             got[pairs[:, 0].numpy(), pairs[:, 1].numpy()] = True
             pos[pairs[:, 0].numpy(), pairs[:, 1].numpy()] = np.arange(len(pairs))
         if not np.array_equal(got, ask) or len(pairs) != ask.sum():
-            raise ValueError(f"probe.updates returned {len(pairs)} updates for {int(ask.sum())} asked "
+            raise ValueError(f"probe.{what} returned {len(pairs)} {what} for {int(ask.sum())} asked "
                              f"(run, client) pairs; it must return each asked pair once and no other")
         for r in np.flatnonzero(ask.any(axis=1)):
             out[r] = delta[torch.from_numpy(pos[r, ask[r]]).to(delta.device)]
@@ -1045,7 +1059,11 @@ def hics_draw(g: np.random.Generator, labels, pi, weights, k: int, rule: str = "
     :math:`q_i = \pi_{m(i)} \tilde p_{m(i),i}`, drawn here with ``g.choice(n, k, replace=False, p=q)``.
     ``rule="code"`` (``server_hics.py``, ``sample_clients_entropy``): k group slots, each drawn from
     :math:`\pi` and drawn again while the group already has as many slots as clients; then each group's
-    slots are filled with distinct clients drawn uniformly (data sizes are not used)."""
+    slots are filled with distinct clients drawn uniformly (data sizes are not used).
+    ``rule="distinct"`` (a diagnostic, neither the document's nor the code's): k distinct groups drawn
+    without replacement by successive sampling proportional to :math:`\pi` (``g.choice(M, k,
+    replace=False, p=pi)``), then one client from each, proportional to the data sizes within the group;
+    with M = k every group gives one client, as Clustered Sampling's one client per cluster. Needs k <= M."""
     labels = np.asarray(labels, dtype=np.int64)
     pi = np.asarray(pi, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
@@ -1059,8 +1077,16 @@ def hics_draw(g: np.random.Generator, labels, pi, weights, k: int, rule: str = "
         np.add.at(within, labels, w)
         q = pi[labels] * w / within[labels]
         return np.asarray(g.choice(n, size=k, replace=False, p=q / q.sum()), dtype=np.int64)
+    if rule == "distinct":
+        if k > M:
+            raise ValueError(f"rule 'distinct' draws k = {k} distinct groups, more than the M = {M} groups")
+        out = []
+        for m in g.choice(M, size=k, replace=False, p=pi / pi.sum()):
+            members = np.flatnonzero(labels == m)
+            out.append(int(g.choice(members, p=w[members] / w[members].sum())))
+        return np.asarray(out, dtype=np.int64)
     if rule != "code":
-        raise ValueError(f"rule must be 'paper' or 'code', got {rule!r}")
+        raise ValueError(f"rule must be 'paper', 'code' or 'distinct', got {rule!r}")
     size = np.bincount(labels, minlength=M)
     slots = np.zeros(M, dtype=np.int64)
     for _ in range(k):
@@ -1144,6 +1170,10 @@ class HiCS:
       alpha list has several distinct values, every round otherwise: the default of the code variant is
       True (every multi-alpha setting of the document); pass False for a single-alpha partition.
 
+    ``draw``: None (default) draws the clients by the variant's rule (:func:`hics_draw` ``rule=variant``);
+    "paper" or "code" picks the other variant's rule; "distinct" (a diagnostic) draws K distinct groups
+    without replacement by :math:`\pi` and one client from each (needs M >= K).
+
     Departures for partial availability (the document has every client available): warm-up draws from
     :math:`S_0 \cap A_t` during the same number of rounds, so a client unavailable throughout warm-up
     keeps a zero update (:math:`\hat H = \ln C` and arccos distance 0, as the code's initial zeros);
@@ -1163,6 +1193,7 @@ class HiCS:
     variant: str = "paper"
     var_switch: float = 0.1
     freeze_after_warmup: bool | None = None
+    draw: str | None = None
 
     def __post_init__(self):
         _positive_int(self.k, "k")
@@ -1194,6 +1225,11 @@ class HiCS:
             raise ValueError(f"gamma0 must be a finite number >= 0, got {self.gamma0!r}")
         if not isinstance(self.freeze_after_warmup, (bool, np.bool_)):
             raise ValueError(f"freeze_after_warmup must be True, False or None, got {self.freeze_after_warmup!r}")
+        if self.draw not in (None, "paper", "code", "distinct"):
+            raise ValueError(f"draw must be None (the variant's rule), 'paper', 'code' or 'distinct', got {self.draw!r}")
+        if self.draw == "distinct" and self.clusters < self.k:
+            raise ValueError(f"draw='distinct' takes k = {self.k} distinct groups: clusters (M = {self.clusters}) "
+                             f"must be >= k")
 
     @classmethod
     def for_task(cls, task, k: int, rounds: int, **kw) -> "HiCS":
@@ -1264,7 +1300,7 @@ class HiCS:
         pi = annealed_probs(H_bar, self.gamma0, t + 1 if self.variant == "paper" else t, self.rounds)
         state.labels[r, idx] = labels
         state.mode[r], state.probs[r] = "hics", pi
-        return idx[hics_draw(g, labels, pi, n, self.k, self.variant)]
+        return idx[hics_draw(g, labels, pi, n, self.k, self.draw or self.variant)]
 
     def observe(self, state: HiCSState, t: int, pairs, delta) -> HiCSState:
         """Store the trained clients' output-layer updates, negated (document sign); with

@@ -12,6 +12,7 @@ repeats them.
 """
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -291,6 +292,46 @@ class EngineTask:
             idx = pool[i, :int(n[i])]
             loss, _ = engine.evaluate(self.model, self.unflatten(w[r:r + 1]), self.x[idx], self.y[idx])
             out[k] = float(loss[0])
+        return out
+
+
+    def client_gradients(self, w: Tensor, pairs: Tensor, runs) -> Tensor:
+        r"""(P, d): for each pair (r, i), the gradient :math:`\nabla F_i` of client i's local objective (the
+        task's ``objective``, default the mean cross-entropy, over all of client i's data in one batch) at run
+        r's model, in the flat layout of ``w``: the direction of one full-batch gradient step from the global
+        model (DivFL's proxy, :class:`flkit.sample.DivFL`). The model is in training mode with dropout off
+        (batch statistics of the client's data for batch norm); the FedProx term vanishes at the global model
+        and is not added. Floating buffers and extras the objective does not use get zero columns. Each client's
+        data is gathered once and kept (a copy of the training set at most)."""
+        out = w.new_zeros(len(pairs), w.shape[1])
+        if not len(pairs):
+            return out
+        objective = self.objective or engine.cross_entropy
+        net = copy.deepcopy(self.model).to(device=w.device, dtype=w.dtype).train()
+        for m in net.modules():
+            if isinstance(m, nn.Dropout):
+                m.eval()
+        pnames = [k for k, _ in net.named_parameters()]
+        cache = self.__dict__.setdefault("_client_data", {})      # each client's data gathered once
+        for k, (r, i) in enumerate(pairs.tolist()):
+            key = (repr(self._key(runs, r)) if isinstance(self.clients, dict) else None, i)
+            if key not in cache:
+                pool, n = self._split(self._key(runs, r))
+                idx = pool[i, :int(n[i])]
+                cache[key] = (self.x[idx], self.y[idx])
+            xi, yi = cache[key]
+            params = self.unflatten(w[r:r + 1])
+            # fresh copies: batch norm in training mode writes its running statistics into the buffers given
+            state = {name: v[0].detach().clone().requires_grad_(name in pnames) for name, v in params.items()
+                     if name not in self.extras}
+            extras = {e: params[e][0].detach().clone().requires_grad_(True) for e in self.extras}
+            logits = torch.func.functional_call(net, state, (xi,))
+            leaves = [(name, state[name]) for name in pnames] + list(extras.items())
+            loss = objective(logits, yi, dict(leaves))
+            grads = torch.autograd.grad(loss, [v for _, v in leaves], allow_unused=True)
+            got = {name: g for (name, _), g in zip(leaves, grads) if g is not None}
+            out[k] = torch.cat([got[name].reshape(-1) if name in got else w.new_zeros(int(np.prod(s, dtype=np.int64)))
+                                for name, s in zip(self.names, self.shapes)]).to(w.dtype)
         return out
 
 

@@ -69,8 +69,31 @@ def test_jobs_of_paper_profile():
     long = [(j["group"], j["setting"], j["seed"], j["methods"]) for j in js if j["rounds"] == 600]
     assert long == [("divfl", "(2)", s, ["DivFL"]) for s in (0, 1, 2)]
     assert all(j["rounds"] == 200 for j in js if j["rounds"] != 600)
-    # client trainings: K per round for the four cheap methods, N + K for DivFL (probe, then the selected)
-    assert X.client_trainings(X.profile("paper")) == (9 * 4 + 2) * 5 * 200 + (6 * 200 + 3 * 600) * 55 == 203_000
+    # client trainings: K per round for the four cheap methods; DivFL with the document's one-step gradient proxy:
+    # the K selected plus N full-batch gradients, each one pass over a client's data (1/R of a training)
+    assert all(j["divfl_proxy"] == "gradient" for j in js if j["group"] == "divfl")
+    assert X.client_trainings(X.profile("paper")) == (9 * 4 + 2) * 5 * 200 + (6 * 200 + 3 * 600) * (5 + 50 / 2) == 128_000
+    # with the full-update proxy N + K (the probe trains every client, then the selected train)
+    assert X.client_trainings(X.profile("paper", divfl_proxy="update")) == 38_000 + 3000 * 55 == 203_000
+
+
+def test_divfl_proxy_is_part_of_the_store_key():
+    """Every profile's DivFL uses the document's one-step gradient proxy, whose jobs carry divfl_proxy; the
+    reduced profile's earlier full-update runs carry no key (their stored configs) and stay stored, so the two
+    never share a key; a bad proxy is refused."""
+    from flkit import results
+    red = X.profile("reduced")
+    assert red["divfl_proxy"] == "gradient" == X.profile("paper")["divfl_proxy"]
+    grad = [j for j in X.jobs(red) if j["group"] == "divfl"]
+    upd = [j for j in X.jobs(X.profile("reduced", divfl_proxy="update")) if j["group"] == "divfl"]
+    assert all("divfl_proxy" not in j for j in upd) and all(j["divfl_proxy"] == "gradient" for j in grad)
+    assert not {results.config_key(j) for j in upd} & {results.config_key(j) for j in grad}
+    store = results.book_store("hics")
+    assert len(upd) == 9 and all(store.done(j) for j in upd)                # the labelled variant's runs
+    main = [j for j in X.jobs(X.profile("reduced", divfl_proxy="update")) if j["group"] != "divfl"]
+    assert main == [j for j in X.jobs(red) if j["group"] != "divfl"]     # the other methods' keys do not move
+    with pytest.raises(ValueError, match="divfl_proxy must be one of"):
+        X.profile("reduced", divfl_proxy="ideal")
 
 
 @pytest.mark.parametrize("window,order,n", [(13, 3, 201), (5, 2, 30), (13, 3, 13), (7, 0, 40)])
@@ -293,7 +316,9 @@ def test_jobs_of_cifar_profiles():
     js = X.jobs(X.profile("paper-cifar10"))
     # per setting x seed one main job; setting (2) splits it: random, pow-d, CS at 1500 rounds, HiCS-FL at 500
     assert len(js) == 3 * 3 + 3 + 3 * 3
-    assert all(set(j) == set(_FMNIST_KEYS) | _CIFAR_KEYS and j["dataset"] == "cifar10" for j in js)
+    assert all(set(j) == set(_FMNIST_KEYS) | _CIFAR_KEYS | ({"divfl_proxy"} if j["group"] == "divfl" else set())
+               and j["dataset"] == "cifar10" for j in js)
+    assert all(j["divfl_proxy"] == "gradient" for j in js if j["group"] == "divfl")     # the document's DivFL
     assert all(j["experiment"] == "cifar10_training" and (j["opt"], j["prox_mu"]) == ("adam", 0.1) for j in js)
     main = [(j["setting"], j["seed"], tuple(j["methods"]), j["rounds"]) for j in js if j["group"] == "main"]
     assert main == [(s, i, m, T) for s in ("(1)", "(2)", "(3)") for i in (0, 1, 2) for m, T in (
@@ -315,21 +340,30 @@ def test_jobs_of_cifar_profiles():
     div = [(j["setting"], j["rounds"]) for j in js if j["group"] == "divfl"]
     assert div == [("(1)", 1000)] * 3 + [("(2)", 1400)] * 3
     assert all(j["gamma0"] == 2.0 and j["clients"] == 100 and j["k"] == 20 for j in js)
-    # the owed-work ledger's counts (flkit/owed.py): K per round, N + K for DivFL
+    # K per round; DivFL with the document's one-step gradient proxy: K + N / R (R = 2)
     assert X.client_trainings(X.profile("paper-cifar10")) == \
+        (6 * 4 * 500 + 3 * 3 * 1500 + 3 * 500) * 10 + (6 * 500 + 3 * 1500) * 35 == 532_500
+    assert X.client_trainings(X.profile("paper-cifar100")) == 6 * 4 * 1000 * 20 + (3 * 1000 + 3 * 1400) * 70 \
+        == 984_000
+    # the owed-work ledger's counts (flkit/owed.py) were made with the full-update proxy, N + K for DivFL
+    assert X.client_trainings(X.profile("paper-cifar10", divfl_proxy="update")) == \
         (6 * 4 * 500 + 3 * 3 * 1500 + 3 * 500) * 10 + (6 * 500 + 3 * 1500) * 60 == 720_000
-    assert X.client_trainings(X.profile("paper-cifar100")) == 6 * 4 * 1000 * 20 + (3 * 1000 + 3 * 1400) * 120 \
-        == 1_344_000
+    assert X.client_trainings(X.profile("paper-cifar100", divfl_proxy="update")) == \
+        6 * 4 * 1000 * 20 + (3 * 1000 + 3 * 1400) * 120 == 1_344_000
 
 
 def test_fmnist_jobs_keep_their_stored_configs():
-    """The results store keys runs by config: Fashion-MNIST jobs carry none of the CIFAR keys."""
+    """The results store keys runs by config: Fashion-MNIST jobs carry none of the CIFAR keys; DivFL jobs carry
+    divfl_proxy unless it is the full update (the reduced profile's stored runs)."""
     for name in ("smoke", "reduced", "paper"):
+        proxy = X.profile(name)["divfl_proxy"]
         for j in X.jobs(X.profile(name)):
-            assert list(j) == _FMNIST_KEYS and j["experiment"] == "fmnist_training"
+            extra = ["divfl_proxy"] if j["group"] == "divfl" and proxy != "update" else []
+            assert list(j) == _FMNIST_KEYS + extra and j["experiment"] == "fmnist_training"
     assert X.jobs(X.profile("reduced", table1_rounds=13)) == X.jobs(X.profile("reduced"))   # not above rounds
     adam = X.jobs(X.profile("smoke", opt="adam", prox_mu=0.1))        # an override is part of the config
-    assert all(set(j) == {*_FMNIST_KEYS, "opt", "prox_mu"} and (j["opt"], j["prox_mu"]) == ("adam", 0.1) for j in adam)
+    assert all(set(j) - {"divfl_proxy"} == {*_FMNIST_KEYS, "opt", "prox_mu"} and (j["opt"], j["prox_mu"]) == ("adam", 0.1)
+               for j in adam)
 
 
 _DATASETS = "['cifar10', 'cifar100', 'fashion-mnist']"

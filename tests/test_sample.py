@@ -18,7 +18,8 @@ Z = 5.0  # tolerance in standard deviations
 
 
 class FakeProbe:
-    """losses = a fixed (R, N) table (NaN where not asked); updates = fixed vectors. Counts its calls."""
+    """losses = a fixed (R, N) table (NaN where not asked); updates and gradients = fixed vectors. Counts
+    its calls (``update_calls`` counts both kinds of vector request, ``gradient_calls`` the gradients)."""
 
     def __init__(self, table, vectors=None):
         self.table = torch.as_tensor(table, dtype=torch.float64)
@@ -26,6 +27,11 @@ class FakeProbe:
         self.masks = []
         self.update_masks = []
         self.update_calls = 0
+        self.gradient_calls = 0
+
+    def gradients(self, mask):
+        self.gradient_calls += 1
+        return self.updates(mask)
 
     def losses(self, mask):
         self.masks.append(mask.clone())
@@ -392,12 +398,13 @@ def test_divfl_stochastic_greedy_draws_candidates_from_the_generator():
                for s in range(5))
 
 
-def test_divfl_ideal_asks_the_available_updates_once_per_round():
+@pytest.mark.parametrize("proxy", ["gradient", "update"])
+def test_divfl_probed_proxies_ask_the_available_vectors_once_per_round(proxy):
     R, N, dim, k, T = 3, 8, 4, 3, 6
     g = rng(2, "test")
     vectors = torch.from_numpy(g.normal(size=(R, N, dim)))
     probe = FakeProbe(torch.zeros(R, N), vectors)
-    s = S.DivFL(k)
+    s = S.DivFL(k, proxy=proxy)
     state = s.init(R, N, torch.ones(R, N, dtype=torch.float64), [0, 1, 2])
     for t in range(T):
         avail = g.random((R, N)) < 0.6
@@ -408,7 +415,7 @@ def test_divfl_ideal_asks_the_available_updates_once_per_round():
             idx = np.flatnonzero(avail[r])
             want = idx[ref_greedy(_dist(vectors[r, idx].numpy()), k)]
             assert np.flatnonzero(c[r].numpy()).tolist() == sorted(want.tolist())
-    assert not probe.masks
+    assert not probe.masks and probe.gradient_calls == (T if proxy == "gradient" else 0)
 
 
 def test_divfl_takes_all_when_few_available_and_asks_only_runs_with_a_choice():
@@ -425,7 +432,7 @@ def test_divfl_takes_all_when_few_available_and_asks_only_runs_with_a_choice():
     assert np.array_equal(c[:, 0], np.broadcast_to(avail[0].astype(np.int64), (3, 7))) and probe.update_calls == 0
 
 
-@pytest.mark.parametrize("proxy", ["ideal", "stale"])
+@pytest.mark.parametrize("proxy", ["gradient", "update", "stale"])
 def test_divfl_never_selects_an_unavailable_client(proxy):
     R, N, k, T = 4, 9, 3, 25
     g = rng(4, "test")
@@ -439,10 +446,11 @@ def test_divfl_never_selects_an_unavailable_client(proxy):
         c = c.numpy()
         assert set(np.unique(c)) <= {0, 1} and not c[~avail].any()
         assert np.array_equal(c.sum(1), np.minimum(k, avail.sum(1)))
-        assert probe.update_calls == int(proxy == "ideal" and bool((avail.sum(1) > k).any()))
+        assert probe.update_calls == int(proxy != "stale" and bool((avail.sum(1) > k).any()))
+        assert probe.gradient_calls == int(proxy == "gradient" and bool((avail.sum(1) > k).any()))
         pairs = torch.from_numpy(c).nonzero()
         state = s.observe(state, t, pairs, vectors[t, pairs[:, 0], pairs[:, 1]])
-    assert (state.updates is None) == (proxy == "ideal")
+    assert (state.updates is None) == (proxy != "stale")
 
 
 def test_divfl_stale_uses_the_last_observed_updates_and_zeros_for_the_unseen():
@@ -495,6 +503,11 @@ class _Spy:
                 asked.append((mask.clone(), *out))
                 return out
 
+            def gradients(self, mask):
+                out = probe.gradients(mask)
+                asked.append((mask.clone(), *out))
+                return out
+
         c, state = self.inner.select(state, t, available, Recorder())
         self.log.append(dict(t=t, available=available.clone(), counts=c.clone(), asked=asked))
         return c, state
@@ -504,8 +517,8 @@ class _Spy:
         return self.inner.observe(state, t, pairs, delta)
 
 
-@pytest.mark.parametrize("sampler", [S.DivFL(2), S.DivFL(2, proxy="stale", subsample=0.5)],
-                         ids=["ideal", "stale"])
+@pytest.mark.parametrize("sampler", [S.DivFL(2, proxy="update"), S.DivFL(2), S.DivFL(2, proxy="stale", subsample=0.5)],
+                         ids=["update", "gradient", "stale"])
 def test_divfl_end_to_end_through_fl_run(sampler):
     from flkit import aggregate, fl, participation
     T, k, seeds = 5, 2, [3, 11]
@@ -536,6 +549,8 @@ def test_divfl_end_to_end_through_fl_run(sampler):
             clients = pairs[rows, 1].numpy()
             want = clients[ref_greedy(_dist(delta[rows].numpy()), k)]
             assert np.flatnonzero(c[r]).tolist() == sorted(want.tolist())
+            if sampler.proxy == "gradient":
+                continue
             # the chosen clients then send exactly the probed updates
             for i in want:
                 sent = rec["delta"][((rec["pairs"][:, 0] == r) & (rec["pairs"][:, 1] == int(i))).nonzero()[0, 0]]
@@ -547,23 +562,25 @@ def test_divfl_argument_errors():
     ones = torch.ones(2, 5, dtype=torch.float64)
     with pytest.raises(ValueError, match="k must be an int >= 1, got 0"):
         S.DivFL(0)
-    with pytest.raises(ValueError, match="proxy must be 'ideal' .* or 'stale' .*, got 'last'"):
-        S.DivFL(2, proxy="last")
+    for bad in ("last", "ideal"):
+        with pytest.raises(ValueError, match=f"proxy must be 'gradient' .*, 'update' .* or 'stale' .*, got '{bad}'"):
+            S.DivFL(2, proxy=bad)
     for bad in (0, 0.0, 1.5, True, "0.1"):
         with pytest.raises(ValueError, match="subsample must be None .* or a number in \\(0, 1\\]"):
             S.DivFL(2, subsample=bad)
     with pytest.raises(ValueError, match="k = 6 exceeds num_clients = 5"):
         S.DivFL(6).init(2, 5, ones, [0, 1])
-    s = S.DivFL(2)
-    state = s.init(2, 5, ones, [0, 1])
-
     class Short:  # forgets the last asked pair
         def updates(self, mask):
             pairs = mask.nonzero()[:-1]
             return pairs, torch.zeros(len(pairs), 3, dtype=torch.float64)
 
-    with pytest.raises(ValueError, match="probe.updates returned 9 updates for 10 asked"):
-        s.select(state, 0, torch.ones(2, 5, dtype=torch.bool), Short())
+        gradients = updates
+
+    for proxy, what in (("update", "updates"), ("gradient", "gradients")):
+        s = S.DivFL(2, proxy=proxy)
+        with pytest.raises(ValueError, match=f"probe.{what} returned 9 {what} for 10 asked"):
+            s.select(s.init(2, 5, ones, [0, 1]), 0, torch.ones(2, 5, dtype=torch.bool), Short())
     st = S.DivFL(2, proxy="stale")
     with pytest.raises(ValueError, match="pairs must hold \\(run < 2, client < 5\\)"):
         st.observe(st.init(2, 5, ones, [0, 1]), 0, torch.tensor([[0, 5]]), torch.zeros(1, 3))
@@ -573,7 +590,8 @@ def test_divfl_argument_errors():
 # reproducibility: same seeds -> same choices; a run's choices do not depend on the runs beside it
 # ----------------------------------------------------------------------------------------------
 SAMPLERS = [S.UniformK(2), S.ProportionalK(3), S.ProportionalK(2, replace=False), S.PowD(2, 4),
-            S.ClusteredSampling(3), S.DivFL(3, subsample=0.5), S.DivFL(3, proxy="stale", subsample=0.5)]
+            S.ClusteredSampling(3), S.DivFL(3, subsample=0.5), S.DivFL(3, proxy="update", subsample=0.5),
+            S.DivFL(3, proxy="stale", subsample=0.5)]
 
 
 def _history(sampler, seeds, avail, table, vectors, T=8):

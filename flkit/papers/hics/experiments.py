@@ -14,9 +14,15 @@ not executed on the CPU (see :func:`paper_estimate`); its DivFL runs of Table 1'
 (``divfl_table1_rounds``), since the document's Table 1 gives DivFL 478 rounds to 0.75, beyond the 200 of its
 figures. ``reduced``: the same clients, sampling, epochs, batch
 and rounds with multinomial logistic regression (:func:`flkit.models.logreg`), DivFL with the same three seeds
-in every setting (its ideal form trains all 50 clients every round, ten times the others' cost: about 2 to 10 CPU
-minutes per run with one thread), and a second learning rate for random and HiCS-FL in setting (2). ``smoke``:
-seconds.
+in every setting, and a second learning rate for random and HiCS-FL in setting (2). ``smoke``: seconds.
+
+DivFL's proxy (``divfl_proxy``, :class:`flkit.sample.DivFL`): the document's DivFL asks every client for a
+"1-step gradient" each round (appendix 6.1.2), ``"gradient"`` (each client's full-batch gradient at the
+global model), the default of every profile. ``"update"``, every client's full local update each round (ten
+times the others' training, 2 to 10 CPU minutes per run with one thread), is the labelled variant: the
+reduced profile's first DivFL runs used it and stay stored (``profile("reduced", divfl_proxy="update")``).
+The jobs of the full-update proxy carry no ``divfl_proxy`` key (their stored configs stay as they are); the
+others carry it, so the two kinds of runs never share a store key.
 
 Horizons. Everything that compares methods over rounds (the figures, the training-loss fluctuation, the claim
 checks) reads the first ``rounds`` rounds of every run (:func:`truncate`); Table 1's rounds to a target
@@ -104,7 +110,8 @@ _BASE = dict(dataset="fashion-mnist", opt="sgd", prox_mu=0.0, temperature=None, 
              clients=50, k=5, epochs=2, batch_size=64, rounds=200, settings=["(1)", "(2)", "(3)"],
              divfl_settings=["(1)", "(2)", "(3)"], lr_setting="(2)", lr_alt=None, lr_alt_seeds=[],
              divfl_table1_rounds=None,   # DivFL's least rounds in Table 1's setting (None: ``rounds``)
-             table1_rounds=None)         # random, pow-d, CS (and DivFL) least rounds there (None: ``rounds``)
+             table1_rounds=None,         # random, pow-d, CS (and DivFL) least rounds there (None: ``rounds``)
+             divfl_proxy="gradient")     # DivFL's vectors (flkit.sample.DivFL): the document's one-step gradient
 # appendix 6.1: FedProx mu = 0.1 with Adam, eta = 0.001 (the code: mu = 0.5, one local epoch), R = 2, B = 64
 _CIFAR = dict(_BASE, opt="adam", prox_mu=0.1, temperature=CIFAR_T, lr=0.001, subset=None, seeds=[0, 1, 2],
               divfl_seeds=[0, 1, 2])
@@ -168,6 +175,8 @@ def profile(name: str, **overrides) -> dict:
         v = cfg[key]
         if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
             raise ValueError(f"{key} must be a number > 0, got {v!r}")
+    if cfg["divfl_proxy"] not in sample.PROXIES:
+        raise ValueError(f"divfl_proxy must be one of {sample.PROXIES}, got {cfg['divfl_proxy']!r}")
     if cfg["rounds"] < SG[0]:
         raise ValueError(f"rounds must be >= {SG[0]} (the Savitzky-Golay window), got {cfg['rounds']!r}")
     for key, who in (("divfl_table1_rounds", "DivFL"), ("table1_rounds", "random, pow-d and CS")):
@@ -241,8 +250,9 @@ def algorithms(task, cfg: dict, methods, lr: float | None = None) -> dict:
     HiCS-FL with ``cfg``'s ``temperature`` and ``gamma0`` where given (else the sampler's FMNIST values)."""
     K, T, N = cfg["k"], cfg["rounds"], task.num_clients
     hics = {k: cfg[k] for k in ("temperature", "gamma0") if cfg.get(k) is not None}
+    proxy = cfg.get("divfl_proxy", "gradient")
     make = {"random": lambda: sample.ProportionalK(K, replace=False), "pow-d": lambda: sample.PowD(K, N),
-            "CS": lambda: sample.ClusteredSampling(K), "DivFL": lambda: sample.DivFL(K, proxy="ideal"),
+            "CS": lambda: sample.ClusteredSampling(K), "DivFL": lambda: sample.DivFL(K, proxy=proxy),
             "HiCS-FL": lambda: sample.HiCS.for_task(task, K, T, variant="paper", **hics)}
     bad = [m for m in methods if m not in make]
     if bad:
@@ -263,6 +273,7 @@ def run_job(job: dict, data, *, checkpoint_dir=None, deadline: float | None = No
     value, at which :class:`flkit.fl.Deadline` is raised); a later call resumes from it to the same numbers."""
     cfg = {k: job[k] for k in ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset", "lr")}
     cfg.update({k: job[k] for k in _CIFAR_KEYS if k in job})
+    cfg["divfl_proxy"] = job.get("divfl_proxy", "update")      # a DivFL job without the key: the full update
     want = job.get("dataset", "fashion-mnist")
     if getattr(data, "name", want) != want:
         raise ValueError(f"job of dataset {want!r} given data of {data.name!r}")
@@ -319,6 +330,8 @@ def jobs(cfg: dict) -> list[dict]:
         for seed in cfg["divfl_seeds"]:
             long = s == TABLE1_SETTING
             add("divfl", s, seed, ["DivFL"], cfg["lr"], max(T, cfg["divfl_table1_rounds"] or 0, t1) if long else T)
+            if cfg["divfl_proxy"] != "update":   # the full-update jobs keep the stored configs (no key)
+                out[-1]["divfl_proxy"] = cfg["divfl_proxy"]
     if cfg["lr_alt"] is not None:
         for seed in cfg["lr_alt_seeds"]:
             add("lr_alt", cfg["lr_setting"], seed, ["random", "HiCS-FL"], cfg["lr_alt"])
@@ -332,10 +345,13 @@ def sweep(cfg: dict, data, store, executor=None) -> pd.DataFrame:
 
 def client_trainings(cfg: dict) -> int:
     """Client trainings (R local epochs each) of the jobs of ``cfg``, each job for its own rounds: K per round
-    for random, pow-d, CS and HiCS-FL; N + K for ideal DivFL, whose probe trains all N clients every round
-    before the K selected train again in the round's update (the same updates, keyed by seed, round, client)."""
-    K, N = cfg["k"], cfg["clients"]
-    return sum(j["rounds"] * (N + K if m == "DivFL" else K) for j in jobs(cfg) for m in j["methods"])
+    for random, pow-d, CS and HiCS-FL; for DivFL with the full-update proxy N + K (its probe trains all N
+    clients every round before the K selected train again in the round's update, the same updates, keyed by
+    seed, round, client), with the one-step gradient proxy K + N / R (N full-batch gradients, each one pass
+    over a client's data, counted as 1/R of a training), rounded to an int."""
+    K, N, R = cfg["k"], cfg["clients"], cfg["epochs"]
+    per = {"update": N + K, "gradient": K + N / R, "stale": K}[cfg["divfl_proxy"]]
+    return int(round(sum(j["rounds"] * (per if m == "DivFL" else K) for j in jobs(cfg) for m in j["methods"])))
 
 
 def paper_estimate(data, cfg: dict, rounds: int = 2) -> pd.DataFrame:

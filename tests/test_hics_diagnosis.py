@@ -1,0 +1,255 @@
+"""HiCS-FL's setting-(3) diagnosis (flkit.papers.hics.diagnosis), the 'distinct' cluster draw, Table 1's cost
+columns (flkit.papers.hics.costs) and the entropy page's closeness and Sec. 3.3 checks."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from flkit import sample as S
+from flkit.papers.hics import costs as CO, diagnosis as G, entropy as E
+from flkit.seeding import rng
+
+
+# ------------------------------------------------------------------------------ the draw "distinct"
+def test_distinct_draw_takes_one_client_from_each_of_k_distinct_groups():
+    labels = np.repeat(np.arange(5), [3, 4, 2, 5, 6])
+    w = np.arange(1, 21, dtype=float)
+    for seed in range(20):
+        pick = S.hics_draw(rng(seed, "t"), labels, np.full(5, 0.2), w, 5, "distinct")
+        assert sorted(labels[pick].tolist()) == [0, 1, 2, 3, 4] and len(set(pick.tolist())) == 5
+        paper = S.hics_draw(rng(seed, "t"), labels, np.full(5, 0.2), w, 5, "paper")
+        assert len(set(paper.tolist())) == 5
+    # k < M: the groups come from pi (a group of probability 0 is never drawn), the client within by weight
+    pi = np.array([0.5, 0.5, 0.0, 0.0, 0.0])
+    got = np.array([S.hics_draw(rng(s, "t"), labels, pi, w, 2, "distinct") for s in range(200)])
+    assert set(labels[got.ravel()].tolist()) == {0, 1}
+    first = got[labels[got] == 0]
+    assert abs(np.mean(first == 2) - 3 / 6) < 0.1          # client 2 weighs 3 of group 0's 1 + 2 + 3
+    with pytest.raises(ValueError, match="draws k = 6 distinct groups, more than the M = 5"):
+        S.hics_draw(rng(0, "t"), labels, np.full(5, 0.2), w, 6, "distinct")
+    with pytest.raises(ValueError, match="rule must be 'paper', 'code' or 'distinct'"):
+        S.hics_draw(rng(0, "t"), labels, np.full(5, 0.2), w, 2, "other")
+
+
+def test_hics_draw_field_is_checked_and_used():
+    with pytest.raises(ValueError, match="draw must be None"):
+        S.HiCS(k=2, rounds=10, bias=slice(0, 3), draw="uniform")
+    with pytest.raises(ValueError, match="clusters \\(M = 2\\) must be >= k"):
+        S.HiCS(k=3, rounds=10, bias=slice(0, 3), clusters=2, draw="distinct")
+
+
+def _hics_run(sampler, T=12, N=10, C=4, seed=0):
+    """Selections of ``sampler`` over T rounds on fixed synthetic bias updates (one run)."""
+    g = rng(seed, "updates")
+    U = torch.from_numpy(g.normal(size=(N, C)) * 0.01)
+    state = sampler.init(1, N, torch.full((1, N), 100.0, dtype=torch.float64), [seed])
+    out = []
+    for t in range(T):
+        c, state = sampler.select(state, t, torch.ones(1, N, dtype=torch.bool))
+        pairs = c.nonzero()
+        state = sampler.observe(state, t, pairs, -U[pairs[:, 1]])
+        out.append(c[0].numpy().copy())
+    return np.array(out), state
+
+
+def test_hics_distinct_takes_one_client_per_cluster_after_warmup():
+    s = S.HiCS(k=3, rounds=12, bias=slice(0, 4), draw="distinct")
+    counts, state = _hics_run(s)
+    warm = s.warmup_rounds(10)                                 # ceil(10 / 3) = 4: the last takes the 1 left
+    assert counts[:warm].sum(1).tolist() == [3, 3, 3, 1] and (counts[warm:].sum(1) == 3).all()
+    assert set(np.unique(counts)) <= {0, 1}
+    lab = state.labels[0]
+    assert len(set(lab[counts[-1] > 0].tolist())) == 3
+
+
+# ------------------------------------------------------------------------------ the logged sampler
+def test_logged_sampler_changes_nothing_and_logs_what_it_did():
+    N, C = 10, 4
+    counts = np.zeros((N, C), dtype=int)
+    counts[np.arange(N), np.arange(N) % C] = 50
+    counts[0, 1] = 25                                         # client 0 holds two classes
+    inner = S.HiCS(k=3, rounds=12, bias=slice(0, C))
+    plain, _ = _hics_run(inner)
+    logged = G.Logged(inner, counts)
+    got, state = _hics_run(logged)
+    assert np.array_equal(plain, got)
+    f = logged.frame([0]).pivot_table(index="round", columns="metric", values="value")
+    warm = inner.warmup_rounds(N)
+    assert (f.loc[1:warm, "mode"] == G.MODES["warmup"]).all() and (f.loc[warm + 1:, "mode"] == G.MODES["hics"]).all()
+    for t in range(12):
+        chosen = np.flatnonzero(got[t])
+        row = f.loc[t + 1]
+        assert row["distinct_classes"] == (counts[chosen].sum(0) > 0).sum()
+        assert [row[f"client/{j}"] for j in range(len(chosen))] == chosen.tolist() and row["selected"] == len(chosen)
+        shares = counts[chosen].sum(0) / counts[chosen].sum()
+        assert np.allclose([row[f"class_share/{i}"] for i in range(C)], shares)
+    last = f.loc[12]
+    lab = state.labels[0]
+    assert last["distinct_clusters"] == len(set(lab[got[-1] > 0].tolist()))
+    pis = np.array([last[f"pi/{m}"] for m in range(int(last["clusters"]))])
+    assert np.isclose(pis.sum(), 1) and last["pi_max"] == pis.max()
+
+
+# ------------------------------------------------------------------------------ E_i and delta
+class _Task:
+    def __init__(self, model, x, y):
+        self.model, self.x, self.y = model, x, y
+        self.names = [k for k, _ in model.named_parameters()]
+        self.shapes = [tuple(v.shape) for _, v in model.named_parameters()]
+
+    def unflatten(self, w):
+        out, i = {}, 0
+        for k, s in zip(self.names, self.shapes):
+            n = int(np.prod(s))
+            out[k] = w[:, i:i + n].reshape(w.shape[0], *s)
+            i += n
+        return out
+
+
+def test_e_tracker_matches_definition_1():
+    C, n = 3, 30
+    torch.manual_seed(0)
+    x = torch.randn(n * C, 4, dtype=torch.float64)
+    y = torch.arange(C).repeat_interleave(n)
+    task = _Task(torch.nn.Linear(4, C).to(torch.float64), x, y)
+    pool = G.class_pool(y.numpy(), C, per_class=n)
+    track = G.e_tracker(task, pool, C)
+    zero = torch.zeros(1, 4 * C + C, dtype=torch.float64)          # uniform predictions: E_i = 1/C, delta = 0
+    out = track(zero)
+    assert np.allclose([float(out[f"E/{i}"][0]) for i in range(C)], 1 / C)
+    assert math.isclose(float(out["E_sum"][0]), 1.0) and abs(float(out["delta"][0])) < 1e-15
+    w = torch.cat([torch.zeros(1, 4 * C, dtype=torch.float64), torch.tensor([[1.0, 0.0, -1.0]], dtype=torch.float64)], 1)
+    p = torch.softmax(torch.tensor([1.0, 0.0, -1.0], dtype=torch.float64), 0).numpy()   # the same for every sample
+    out = track(torch.cat([zero, w]))
+    Ei = np.array([float(out[f"E/{i}"][1]) for i in range(C)])
+    assert np.allclose(Ei, p) and math.isclose(float(out["delta"][1]), np.abs(p.sum() / C - p).max())
+    with pytest.raises(ValueError, match="at least 2 images of every class"):
+        G.class_pool(np.array([0, 0, 1]), 2)
+
+
+def test_e_delta_checks_see_a_fall_and_a_rise():
+    rounds = np.arange(41)
+    rows = [dict(seed=s, round=r, E_sum=1 - r / 50 + 0.01 * s, delta=0.1 + 0.001 * r * (s + 1)) for s in range(3) for r in rounds]
+    c = G.e_delta_checks(pd.DataFrame(rows), window=5)
+    assert c[0].verdict == "confirmed" and c[1].verdict == "contradicted"
+
+
+# ------------------------------------------------------------------------------ pairing and words
+def _late(values):
+    return pd.DataFrame([dict(method=m, seed=s, late_loss=v) for m, vs in values.items() for s, v in enumerate(vs)])
+
+
+def test_paired_gap_and_the_words_follow_the_numbers():
+    late = _late({"CS": [0.6, 0.7, 0.65], "paper": [1.1, 1.2, 1.0], "distinct": [0.62, 0.71, 0.66],
+                  "gamma0 = 0": [1.0, 1.1, 0.95], "T/2": [1.15, 1.18, 1.05]})
+    gap = G.paired_gap(late, "CS")
+    assert np.isclose(gap.loc["paper", "gap"], np.mean([0.5, 0.5, 0.35]))
+    assert np.isclose(gap.loc["distinct", "share_of_paper_gap"], np.mean([0.02, 0.01, 0.01]) / gap.loc["paper", "gap"])
+    w = G.diagnosis_words(gap)
+    assert w["explains"].startswith("the with-replacement draw") and "gamma0 = 0" in w["keeps"] and "T/2" in w["keeps"]
+    assert w["temperature"].startswith("halving T widens the gap")
+    w2 = G.diagnosis_words(G.paired_gap(late[late.method != "distinct"], "CS"))
+    assert w2["explains"] == "none of the candidate causes alone" and w2["closes"] == "none"
+    both = late.copy()
+    both.loc[both.method == "gamma0 = 0", "late_loss"] = [0.61, 0.72, 0.66]
+    w3 = G.diagnosis_words(G.paired_gap(both, "CS"))
+    assert w3["explains"].startswith("the weighting of the clusters") and "M = K" in w3["explains"]
+    only_uniform = both[both.method != "distinct"]
+    w4 = G.diagnosis_words(G.paired_gap(only_uniform, "CS"))
+    assert w4["explains"].startswith("the weighting of the clusters") and "M = K" not in w4["explains"]
+
+
+def test_similar_to_cs_checks():
+    late = _late({"CS": [0.6, 0.7, 0.65], "HiCS-FL": [0.61, 0.69, 0.66]})
+    var = pd.DataFrame([dict(setting="(3)", method=m, seed=s, fluctuation=f) for m, fs in
+                        (("CS", [0.02, 0.03, 0.025]), ("HiCS-FL", [0.01, 0.012, 0.011])) for s, f in enumerate(fs)])
+    c = G.similar_to_cs_checks(late, var)
+    assert [x.verdict for x in c] == ["confirmed", "confirmed"]
+    far = _late({"CS": [0.6, 0.7, 0.65], "HiCS-FL": [1.1, 1.2, 1.0]})
+    rough = var.assign(fluctuation=np.where(var.method == "HiCS-FL", 0.05 + var.seed * 0.001, var.fluctuation))
+    c = G.similar_to_cs_checks(far, rough)
+    assert [x.verdict for x in c] == ["contradicted", "contradicted"]
+    assert set(G.scorecard_checks(c, []).keys()) == {G.ITEMS["s3"], G.ITEMS["fig4a"]}
+
+
+# ------------------------------------------------------------------------------ Table 1's cost columns
+def test_cost_counts_follow_what_each_sampler_asks():
+    N, K = 50, 5
+    d1, d2 = 200, 800
+    cost = CO.measure((d1, d2), timed=2)
+    at = cost.set_index(["method", "dim"])
+    for d in (d1, d2):
+        assert at.loc[("pow-d", d), "comm_numbers"] == (N - K) * d + N           # the model out, a loss back
+        assert at.loc[("DivFL", d), "comm_numbers"] == (N - K) * d + N * d       # the model out, a gradient back
+        assert at.loc[("DivFL", d), "client_numbers"] == N * d
+        for m in ("random", "CS", "HiCS-FL"):
+            assert at.loc[(m, d), "comm_numbers"] == 0 and at.loc[(m, d), "client_numbers"] == 0
+    upd = CO.measure((d1, d2), timed=2, methods=("DivFL",), divfl_proxy="update").set_index("dim")
+    assert (upd.comm_numbers == 2 * (N - K) * upd.index).all()                # model out, update back, unselected
+    sl = CO.slopes(cost)
+    assert np.isclose(sl.loc["DivFL", "comm"], 1.0) and sl.loc["CS", "comm"] == 0.0
+    with pytest.raises(ValueError, match="at least two ints"):
+        CO.measure((100,))
+
+
+def test_cost_checks_agree_with_the_printed_orders_and_fail_a_wrong_one():
+    ok = pd.DataFrame({"server": [0.0, 1.0, 0.9, 0.05], "client": [1.0, 0.0, 1.0, 0.0], "comm": [1.0, 0.0, 1.0, 0.0],
+                       "client_at_max": [1e6, 0, 1e6, 0], "comm_at_max": [1e6, 0, 2e6, 0], "server_s_at_max": [0, 0.1, 1, 0.001]},
+                      index=["pow-d", "CS", "DivFL", "HiCS-FL"])
+    checks = CO.cost_checks(ok)
+    assert len(checks) == 8 and all(c[0].verdict == "agrees" for c in checks.values())
+    assert all(c[0].scale.startswith("stand-in: synthetic updates") for c in checks.values())
+    bad = ok.copy()
+    bad.loc["HiCS-FL", "server"] = 1.0          # a HiCS-FL that grew with the model: O(C) is contradicted
+    bad.loc["CS", "comm_at_max"] = 5.0           # a CS that sent something extra
+    bad.loc["pow-d", ["client", "server"]] = [0.0, 0.0]
+    bad.loc["pow-d", "client_at_max"] = 0.0      # a pow-d whose extra work did not grow
+    checks = CO.cost_checks(bad)
+    assert checks[CO.ITEMS[("HiCS-FL", "comp")]][0].verdict == "differs"
+    assert checks[CO.ITEMS[("CS", "comm")]][0].verdict == "differs"
+    assert checks[CO.ITEMS[("pow-d", "comp")]][0].verdict == "differs"
+
+
+# ------------------------------------------------------------------------------ entropy page
+def test_closeness_check_uses_a_tenth_of_ln_c():
+    thr = 0.1 * math.log(10)
+    assert E.closeness_check("(a)", [0.1, 0.12]).verdict == "agrees"
+    c = E.closeness_check("(b)", [0.83, 0.9])
+    assert c.verdict == "differs" and math.isclose(c.reference, thr) and "no number" in c.rule
+    assert E.closeness_check("(b)", [thr - 0.01, thr - 0.02]).verdict == "agrees"
+
+
+def test_separation_auc_is_exact_on_built_updates():
+    assert E._auc(np.array([2.0, 3.0]), np.array([1.0, 2.0])) == (1 + 1 + 0.5 + 1) / 4
+    # balanced clients (group of alpha 0.5) share one direction, imbalanced another: cosine separates perfectly
+    N, C = 10, 3
+    db = np.zeros((N, C))
+    db[:2] = [1.0, 0.0, 0.0]                 # group 0 (smallest alpha)
+    db[8:] = [0.0, 1.0, 0.0]                 # group 4 (largest alpha)
+    db[2:8] = [0.0, 0.0, 1.0]
+    tab = pd.DataFrame([dict(round=0, metric="delta_b", client=k, **{"class": i}, value=db[k, i])
+                        for k in range(N) for i in range(C)])
+    sf = E.separation_frame({("(x)", 0): tab}, None, {"(x)": (0.001, 0.01, 0.05, 0.1, 0.5)}, 0.01)
+    assert sf.auc_cosine.iloc[0] == 1.0
+    checks = E.separation_checks(pd.concat([sf] * 3, ignore_index=True).assign(auc_cosine=[1.0, 0.98, 0.99]))
+    assert checks[0].verdict == "contradicted"
+
+
+def test_the_new_checks_are_filed_under_checked_items_of_their_pages():
+    from flkit.papers import scorecard
+    items = {it.id: it for it in scorecard.items("004")}
+    for item in G.ITEMS.values():
+        assert items[item].status == "checked" and items[item].page == "hics/fmnist", item
+    for item in CO.ITEMS.values():
+        assert items[item].status == "checked" and items[item].page == "hics/fmnist", item
+        assert scorecard.scale_kind(items[item].scale) == "stand-in"
+    for item in (E.CLOSE_ITEM, E.COSINE_ITEM):
+        assert items[item].status == "checked" and items[item].page == "hics/entropy", item
+    # Fig. 9's panels carry the closeness checks: the ranking alone cannot make them reproduced
+    close = E.closeness_check("(b)", [0.85, 0.9])
+    out = E.scorecard_checks([close, E.claims.holds("list (b): Spearman rho(H_hat, H) > 0, every seed", True, "t")])
+    assert [c.what for c in out["Fig. 9(b)"]][0].startswith("closeness") and out[E.CLOSE_ITEM] == [close]
+    v = scorecard.page_verdicts("004", out)
+    assert v["Fig. 9(b)"] == "partly" and v[E.CLOSE_ITEM] == "not reproduced"
