@@ -169,10 +169,11 @@ def test_confirm_mnist_by_hand_with_claims_that_hold_and_fail():
         # Fig. 3(c): r = 0.9, class 9: FedAvg 51, proposed 84: confirmed, better in every seed
         (0.9, "fedavg", "test_acc_class", 9): [flat(0.50), flat(0.52)],
         (0.9, "fed-cvar-avg", "test_acc_class", 9): [flat(0.85), flat(0.83)],
-        # Fig. 4(c): r = 0.8, class 8: proposed 79, above FedAvg but not over 80 %: rejected
+        # Fig. 4(c): r = 0.8, class 8: proposed 75, above FedAvg but more than 2 se below 80 %: rejected
         (0.8, "fedavg", "test_acc_class", 8): [flat(0.60), flat(0.62)],
-        (0.8, "fed-cvar-avg", "test_acc_class", 8): [flat(0.80), flat(0.78)],
-        # Fig. 4(d): r = 0.8, class 9: proposed 85 > FedAvg 60 on average, but worse in seed 1
+        (0.8, "fed-cvar-avg", "test_acc_class", 8): [flat(0.76), flat(0.74)],
+        # Fig. 4(d): r = 0.8, class 9: proposed 85 > FedAvg 60 on average, but worse in seed 1: the paired
+        # difference (+25, se 30) is inside the noise, so "above FedAvg" is not confirmed
         (0.8, "fedavg", "test_acc_class", 9): [flat(0.30), flat(0.90)],
         (0.8, "fed-cvar-avg", "test_acc_class", 9): [flat(0.85), flat(0.85)],
         # overall: better at r = 0.9, worse at r = 0.8
@@ -184,8 +185,8 @@ def test_confirm_mnist_by_hand_with_claims_that_hold_and_fail():
     got = cvar.confirm_mnist(_stored_mnist(curves))
     assert got["figure"].tolist() == ["Fig. 3(c)", "Fig. 4(c)", "Fig. 4(d)", "Fig. 3(b)", "Fig. 4(b)"]
     np.testing.assert_allclose(got["fedavg"], [51.0, 61.0, 60.0, 91.0, 90.0])
-    np.testing.assert_allclose(got["fed_cvar_avg"], [84.0, 79.0, 85.0, 94.0, 89.0])
-    assert got["confirmed"].tolist() == [True, False, True, True, False]
+    np.testing.assert_allclose(got["fed_cvar_avg"], [84.0, 75.0, 85.0, 94.0, 89.0])
+    assert got["confirmed"].tolist() == [True, False, False, True, False]
     assert got["better_every_seed"].tolist() == [True, True, False, True, False]
     assert got["seeds"].tolist() == [2] * 5
 
@@ -390,7 +391,7 @@ def test_split_summary_of_the_mnist_page():
     (r = 0.9: class 9; r = 0.8: classes 8 and 9), each rare user a third of the rare samples (stratified,
     up to one per class), and the RAM mass of each group: the caption's 0.0107 + 0.0078 + 0.0053, divided by
     the sum of the authors' printed vector (1.0003)."""
-    s = cvar.settings("mnist", "smoke")
+    s = cvar.settings("mnist", "smoke", ram="authors")
     try:
         tab = cvar.split_summary(s).set_index(["r", "group"])
     except FileNotFoundError as e:  # flkit.datasets.DatasetNotFoundError
@@ -409,3 +410,6 @@ def test_split_summary_of_the_mnist_page():
         rare_mass = 0.0238 / sum(cvar.ram.AUTHORS_RHO_K30)
         assert tab.loc[(r, "rare"), "rho_total"] == pytest.approx(rare_mass, abs=1e-12)
         assert tab.loc[(r, "frequent"), "rho_total"] == pytest.approx(1 - rare_mass, abs=1e-12)
+    # the page's default, a random draw, keeps the caption's three values as they are
+    drawn = cvar.split_summary(cvar.settings("mnist", "smoke")).set_index(["r", "group"])
+    assert drawn.loc[(0.9, "rare"), "rho_total"] == pytest.approx(0.0238, abs=1e-12)
