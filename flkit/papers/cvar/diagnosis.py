@@ -152,6 +152,7 @@ def gain_words(gains: pd.DataFrame, alpha: float, gamma: float, r: float = 0.9) 
 def for_reading(gains: pd.DataFrame, decimals: int = 2) -> pd.DataFrame:
     """`paired_gains` as the page shows it: r in %, headers in words."""
     out = gains.round(decimals).assign(r=[f"{100 * r:.0f} %" for r in gains["r"]])
+    out = out.astype(object).where(out.notna(), "n/a (one seed)")      # no standard error from one seed
     return out.rename(columns={"quantity": "rare class / overall", "fedavg": "FedAvg (%)",
                                "fed_cvar_avg": "Fed-CVaR-Avg (%)", "difference": "paired difference (points)",
                                "two_se": "two standard errors"})
