@@ -543,9 +543,12 @@ def _machine() -> str:
     """The machine that executed a notebook, in words (its GPU, else its CPU and core count)."""
     import torch
 
+    from flkit.numerics import cpu_model
+
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} (CUDA), {os.cpu_count()} CPU cores"
-    return f"CPU only: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    cpu = cpu_model() or platform.processor() or platform.machine()
+    return f"CPU only: {cpu}, {os.cpu_count()} cores"
 
 
 def _remove(paths: list) -> None:
