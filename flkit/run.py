@@ -1,7 +1,7 @@
 """Execute source notebooks with papermill.
 
     python -m flkit.run notebooks/mifa/quadratic.ipynb -p profile paper
-    python -m flkit.run notebooks/cvar/mnist.ipynb -p profile smoke -p seeds "[0, 1]" --out /tmp/x.ipynb
+    python -m flkit.run notebooks/cvar/mnist.ipynb -p profile smoke -p seeds "[0, 1]" --out results/tmp/x.ipynb
     python -m flkit.run --all -p profile smoke
     python -m flkit.run --list [NOTEBOOK ...]       # the notebooks, their parameters, defaults, allowed values
     python -m flkit.run --all --published           # every page again with its published parameters
