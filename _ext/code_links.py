@@ -128,7 +128,7 @@ def add_line(app, doctree, docname: str) -> None:
             para += nodes.Text(")")
         para += nodes.Text("; the flkit modules it calls: " if mods else "; it calls no flkit module directly. ")
     elif mods:
-        para += nodes.Text("the flkit modules it describes: ")
+        para += nodes.Text("the flkit modules it names: ")
     for i, m in enumerate(mods):
         if i:
             para += nodes.Text(", ")

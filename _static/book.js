@@ -5,6 +5,7 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const cell of document.querySelectorAll("div.cell_output table td")) {
     const text = cell.textContent.trim();
     if (text.length <= 24 && text.split(/\s+/).length <= 3) cell.classList.add("flkit-short");
+    else if (text.split(/\s+/).some(word => word.length > 16)) cell.classList.add("flkit-token");
   }
   for (const th of document.querySelectorAll("article table th")) {
     const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
