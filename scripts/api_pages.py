@@ -1,18 +1,20 @@
 """Write the API reference of `flkit` into book/appendix/api/ (Sphinx autodoc pages the book builds), and
 list the pages for _toc.yml. The pages are generated from the package's modules, never typed in::
 
-    .venv/bin/python scripts/api_pages.py          # rewrite book/appendix/api/*.md
+    .venv/bin/python scripts/api_pages.py          # rewrite book/appendix/api/*.md and their _toc.yml entries
     .venv/bin/python scripts/api_pages.py --check  # exit 1 when a page is missing, stale or left over
 
 One page per module of `flkit` (flkit.fl, flkit.results, ...); one page for the shared chapter code
 (flkit.papers.claims, .scorecard, .settings) and one per chapter package (flkit.papers.mifa,
 flkit.papers.cvar, ...) with all of its modules. The index lists every module with its one-line summary
-(autosummary). _toc.yml lists the pages in `PAGES` order (tests/test_api_pages.py checks it).
+(autosummary). _toc.yml lists the pages in `pages()` order, as sections of the index (tests/test_book_ext.py
+checks it; writing the pages rewrites those lines of _toc.yml).
 """
 from __future__ import annotations
 
 import argparse
 import pkgutil
+import re
 import sys
 from pathlib import Path
 
@@ -95,11 +97,26 @@ def _rel(p: Path) -> str:
     return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(p)
 
 
+TOC = REPO / "_toc.yml"
+_TOC_BLOCK = re.compile(r"(\n( *)- file: book/appendix/api/index\n\2  sections:\n)((?:\2    - file: book/appendix/api/\S+\n)*)")
+
+
+def toc_text(text: str) -> str:
+    """_toc.yml's text with the API index's sections set to `toc_entries()` (the index must be listed)."""
+    m = _TOC_BLOCK.search(text)
+    if m is None:
+        raise ValueError("_toc.yml lists no `- file: book/appendix/api/index` with `sections:` under it")
+    lines = "".join(f"{m[2]}    - file: {e}\n" for e in toc_entries())
+    return text[:m.start(3)] + lines + text[m.end(3):]
+
+
 def problems() -> list[str]:
     want = expected()
     out = [f"{_rel(p)}: missing" for p in want if not p.is_file()]
     out += [f"{_rel(p)}: stale" for p, t in want.items() if p.is_file() and p.read_text() != t]
     out += [f"{_rel(p)}: no such module any more" for p in OUT.glob("*.md") if p not in want]
+    if TOC.is_file() and toc_text(TOC.read_text()) != TOC.read_text():
+        out.append(f"{_rel(TOC)}: the API pages listed differ from the pages")
     return out
 
 
@@ -117,8 +134,8 @@ def main(argv=None) -> int:
             p.unlink()
     for p, text in expected().items():
         p.write_text(text)
-    print(f"wrote {len(expected())} pages in {OUT.relative_to(REPO)}/; _toc.yml sections:")
-    print("\n".join(f"          - file: {e}" for e in toc_entries()))
+    TOC.write_text(toc_text(TOC.read_text()))
+    print(f"wrote {len(expected())} pages in {_rel(OUT)}/ and their entries in {_rel(TOC)}")
     return 0
 
 

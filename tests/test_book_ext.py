@@ -34,8 +34,17 @@ def test_every_module_has_its_page_and_the_toc_lists_them():
     assert [s["file"] for s in api["sections"]] == api_pages.toc_entries()
 
 
+def test_toc_entries_are_rewritten_in_place():
+    text = (REPO / "_toc.yml").read_text()
+    shuffled = text.replace("          - file: book/appendix/api/fl\n", "")
+    assert shuffled != text and api_pages.toc_text(shuffled) == text
+    with pytest.raises(ValueError, match="lists no"):
+        api_pages.toc_text("format: jb-book\n")
+
+
 def test_a_stale_page_is_reported(tmp_path, monkeypatch):
     monkeypatch.setattr(api_pages, "OUT", tmp_path)
+    monkeypatch.setattr(api_pages, "TOC", tmp_path / "_toc.yml")
     (tmp_path / "gone.md").write_text("x")
     found = api_pages.problems()
     assert any(p.endswith("gone.md: no such module any more") for p in found)
