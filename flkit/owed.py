@@ -581,7 +581,8 @@ def _positive(text: str) -> float:
 
 
 def main(argv=None) -> int:
-    ap = _OneLine(prog="python -m flkit.owed", description="The owed-work ledger, most valuable first.")
+    ap = _OneLine(prog="python -m flkit.owed", description="The runs still to run at a document's scale, most valuable "
+                                                             "first.")
     ap.add_argument("--commands", action="store_true", help="print only the commands")
     ap.add_argument("--pay", action="store_true", help="pay the most valuable payable items (module docstring)")
     ap.add_argument("--minutes", type=_positive, default=None, help="with --pay: stop cleanly before this")
@@ -620,7 +621,7 @@ def main(argv=None) -> int:
         print("\n".join(df.command))
         return 0
     if df.empty:
-        print("nothing is owed")
+        print("nothing is still to run at the documents' scale")
         return 0
     for _, r in df.iterrows():
         gpu = (f"{r.gpu_minutes:.0f} GPU minutes ({r.basis})" if r.basis else "no GPU")

@@ -1,6 +1,8 @@
 """What re-running each page costs: the command that re-executes it as published, how long its last
-execution took and on what machine, and the stored runs it reads (how many, on which device, how long they
-took to compute). Read from the executed pages' metadata and the results stores' manifests, never typed in::
+execution took, on what machine and at which commit, and the stored runs it read (how many, on which device
+and platform, how long they took to compute: the compute behind its numbers, which a re-execution that reads
+them does not repeat). Read from the executed pages' metadata (`flkit.run` records the stored runs a page
+used) and the results stores' manifests, never typed in::
 
     python -m flkit.reproduce            # print the tables
     python -m flkit.reproduce --write    # rewrite them in book/appendix/reproduce.md (a test compares)
@@ -21,7 +23,9 @@ _PAGE = _REPO / "book" / "appendix" / "reproduce.md"
 _BEGIN = "<!-- reproduce: per-page table (python -m flkit.reproduce --write) -->"
 _END = "<!-- /reproduce -->"
 
-__all__ = ["pages", "stores", "computed_on", "markdown", "generated", "regenerate", "main"]
+from flkit.results import compute_summary, computed_on, run_compute_s
+
+__all__ = ["pages", "page_runs", "stores", "computed_on", "markdown", "generated", "regenerate", "main"]
 
 
 def _arg(value) -> str:
@@ -40,8 +44,55 @@ def pages() -> pd.DataFrame:
         cmd = ".venv/bin/python -m flkit.run " + src + "".join(f" -p {k} {_arg(v)}" for k, v in given.items())
         fl = meta.get("flkit", {})
         out.append(dict(page=f"{nb.parent.name}/{nb.stem}", command=cmd, seconds=fl.get("wall_time_s"),
-                        machine=fl.get("machine", "")))
+                        machine=fl.get("machine", ""), commit=_commit(fl), stored_runs=fl.get("stored_runs")))
     return pd.DataFrame(out)
+
+
+def _commit(fl: dict) -> str:
+    """The commit a page was executed at, in words: "d9dcc86", "d9dcc86 with 2 files modified (flkit/x.py, ...)";
+    records of older versions of flkit.run ("<hash>+modified") do not list the files."""
+    commit = str(fl.get("commit") or "not recorded")
+    if commit.endswith("+modified"):
+        return f"{commit.removesuffix('+modified')} with files modified (not listed)"
+    modified = fl.get("modified") or []
+    if modified:
+        shown = ", ".join(modified[:3]) + (", ..." if len(modified) > 3 else "")
+        return f"{commit} with {len(modified)} file{'s' * (len(modified) > 1)} modified ({shown})"
+    return commit
+
+
+def page_runs(record: dict | None) -> str:
+    """The stored runs a page used (its metadata's `stored_runs`), in words: per device and platform, how many
+    and their compute time; "not recorded" for a page executed before flkit.run recorded them."""
+    if record is None or (isinstance(record, float) and pd.isna(record)):
+        return "not recorded (executed before pages recorded it)"
+    names = list(record.get("read", [])) + list(record.get("computed", []))
+    if not names:
+        return "none (computed in the execution)"
+    groups: dict = defaultdict(list)
+    missing = 0
+    for name in names:
+        path = _REPO / f"{name}.json"
+        try:
+            m = json.loads(path.read_text())
+        except (OSError, ValueError):
+            missing += 1
+            continue
+        device = str(m.get("device")).split(" (")[0]
+        groups[(device, computed_on(m.get("platform")))].append(m)
+    parts = []
+    for (device, where), ms in sorted(groups.items()):
+        s = compute_summary(ms)
+        parts.append(f"{s['runs']} run{'s' * (s['runs'] > 1)} on {device} ({'platform not recorded' if where == 'not recorded' else where}), "
+                     f"{_minutes(s['compute_s'])}")
+    if missing:
+        parts.append(f"{missing} not in the stores here")
+    computed = len(record.get("computed", []))
+    return "; ".join(parts) + (f" ({computed} of them computed in the execution)" if computed else "")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 6 else f"{seconds:.1f} s"
 
 
 def stores() -> pd.DataFrame:
@@ -61,7 +112,7 @@ def stores() -> pd.DataFrame:
         a = agg["/".join(rel.parts[:-1])]
         a["runs"] += 1
         a["devices"].add(str(m.get("device")))
-        a["seconds"] += float(m.get("wall_time_s") or 0.0) / int(m.get("batch_size") or 1)
+        a["seconds"] += run_compute_s(m)
         a["no_commit"] += m.get("git_commit") is None
         a["platforms"].add(computed_on(m.get("platform")))
     rows = [dict(store=f"results/{k}", runs=v["runs"], device=", ".join(sorted(v["devices"])),
@@ -71,17 +122,6 @@ def stores() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def computed_on(platform: dict | None) -> str:
-    """Where a run was computed, from its manifest's platform (flkit.numerics): the GPU, or the CPU model and
-    ATen's kernel path; "not recorded" for runs stored before manifests recorded it."""
-    if not platform:
-        return "not recorded"
-    if platform.get("gpu"):
-        return platform["gpu"]
-    path = str(platform.get("kernel_path", "")).split(",")[0]
-    return f"{platform.get('cpu', 'CPU')}, {path} kernels" if path else str(platform.get("cpu", "CPU"))
-
-
 def _duration(s) -> str:
     if s is None:
         return "n/a"
@@ -89,11 +129,16 @@ def _duration(s) -> str:
 
 
 def markdown() -> str:
-    """The two tables of the reproduce page, in Markdown."""
+    """The three tables of the reproduce page, in Markdown: each page's command; each page's last execution
+    and the stored runs it read; each results store."""
     p = pages()
-    lines = ["| Page | Command (from the repository root) | Last execution |", "|---|---|---|"]
+    lines = ["| Page | Command (from the repository root) |", "|---|---|"]
     for _, r in p.iterrows():
-        lines.append(f"| {r.page} | `{r.command}` | {_duration(r.seconds)}, {r.machine} |")
+        lines.append(f"| {r.page} | `{r.command}` |")
+    lines += ["", "| Page | Its last execution: time, machine, commit | The stored runs it read: device, "
+                  "compute time |", "|---|---|---|"]
+    for _, r in p.iterrows():
+        lines.append(f"| {r.page} | {_duration(r.seconds)}, {r.machine}, at {r.commit} | {page_runs(r.stored_runs)} |")
     s = stores()
     lines += ["", "| Results store | Runs | Device | Computed on | Compute time of the runs | "
                   "Runs without a recorded commit |", "|---|---|---|---|---|---|"]

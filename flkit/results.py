@@ -40,6 +40,12 @@ Sweeps (`sweep`, `sweep_batched`) run their jobs in this process, or, given ``ex
 ``submit`` returns handles with ``done()``/``result()``, such as submitit's ``AutoExecutor``), submit them
 all and save each result here as it completes: the store is only ever written by the calling process.
 
+Which stored runs a page used: every table this process reads from a store (``load``, ``load_many``,
+``collect``, the sweeps) is noted, with whether it was computed in this process (``used_runs``);
+``compute_summary`` says on what, and in how much compute time, they were computed (from their
+manifests). ``python -m flkit.run`` has the kernel write that list to the file named by $FLKIT_READS_LOG
+and records it in the executed page's metadata, which the reproduce appendix reads.
+
 Results meant for the book are the small CSVs (and manifests) under ``results/<chapter>/``
 (``book_store(chapter)``); scratch results go under ``results/tmp/`` (git-ignored).
 """
@@ -79,6 +85,8 @@ __all__ = [
     "git_commit",
     "sweep",
     "sweep_batched",
+    "used_runs",
+    "compute_summary",
 ]
 
 KEY_LENGTH = 16
@@ -442,6 +450,7 @@ class Store:
         (self.root / f"{key}.json").unlink(missing_ok=True)  # an older result stops counting first
         self._atomic_write(self.root / f"{key}.csv", data)
         self._atomic_write(self.root / f"{key}.json", text.encode())
+        _COMPUTED.add(f"{self.name}/{key}")
         return self.root / f"{key}.csv"
 
     def _atomic_write(self, path: Path, data: bytes) -> None:
@@ -468,6 +477,7 @@ class Store:
 
     # ---- read
     def _parse(self, manifest: dict, data: bytes) -> pd.DataFrame:
+        _note_use(self, manifest)
         df = pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=["nan"])
         for col, dtype in manifest.get("columns", {}).items():
             if col in df.columns and str(df[col].dtype) != dtype:
@@ -576,6 +586,68 @@ def collect_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
         return pd.DataFrame({RUN_KEY: pd.Series(dtype=str), "round": pd.Series(dtype="int64"),
                              "metric": pd.Series(dtype=str), "value": pd.Series(dtype=float)})
     return pd.concat(frames, ignore_index=True, sort=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# which stored runs this process used
+
+READS_LOG_ENV = "FLKIT_READS_LOG"   # a file to which each run used is appended, one line each (flkit.run)
+_USED: dict[str, dict] = {}          # "<store name>/<key>" -> manifest, in the order of first use
+_COMPUTED: set[str] = set()          # the runs of _USED saved by this process
+
+
+def _note_use(store: Store, manifest: dict) -> None:
+    name = f"{store.name}/{manifest.get('key')}"
+    if name in _USED:
+        return
+    _USED[name] = manifest
+    log = os.environ.get(READS_LOG_ENV)
+    if log:
+        try:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"{name}\t{'computed' if name in _COMPUTED else 'read'}\n")
+        except OSError:   # the record is a convenience: a run never fails for it
+            pass
+
+
+def used_runs() -> pd.DataFrame:
+    """The stored runs whose tables this process used so far, in the order of first use: `run` ("<store>/<key>",
+    the store relative to the repository when inside it), `computed` (saved by this process, else read
+    from the store), `device`, `compute_s` (the run's share of its batch's wall time) and `computed_on`
+    (`computed_on(manifest["platform"])`)."""
+    rows = [dict(run=name, computed=name in _COMPUTED, device=str(m.get("device")), compute_s=run_compute_s(m),
+                 computed_on=computed_on(m.get("platform"))) for name, m in _USED.items()]
+    return pd.DataFrame(rows, columns=["run", "computed", "device", "compute_s", "computed_on"])
+
+
+def run_compute_s(manifest: Mapping) -> float:
+    """The compute time of one stored run: its wall time, divided by the size of the batch it was trained in."""
+    return float(manifest.get("wall_time_s") or 0.0) / int(manifest.get("batch_size") or 1)
+
+
+def computed_on(platform: Mapping | None) -> str:
+    """Where a run was computed, from its manifest's platform (flkit.numerics): the GPU, or the CPU model and
+    ATen's kernel path; "not recorded" for runs stored before manifests recorded it."""
+    if not platform:
+        return "not recorded"
+    if platform.get("gpu"):
+        return str(platform["gpu"])
+    path = str(platform.get("kernel_path", "")).split(",")[0]
+    return f"{platform.get('cpu', 'CPU')}, {path} kernels" if path else str(platform.get("cpu", "CPU"))
+
+
+def compute_summary(manifests: Iterable[Mapping]) -> dict:
+    """What computed a set of stored runs: {"runs", "devices" (sorted), "compute_s" (sum of `run_compute_s`),
+    "computed_on" (sorted, see `computed_on`)}. Device "cuda" with a GPU named in the platform reads
+    "cuda (<GPU>)"."""
+    runs, devices, seconds, where = 0, set(), 0.0, set()
+    for m in manifests:
+        runs += 1
+        dev = str(m.get("device"))
+        devices.add(dev.split(" (")[0])
+        seconds += run_compute_s(m)
+        where.add(computed_on(m.get("platform")))
+    return dict(runs=runs, devices=sorted(devices), compute_s=seconds, computed_on=sorted(where))
 
 
 def book_store(chapter: str, root: str | os.PathLike | None = None) -> Store:

@@ -1,8 +1,10 @@
 """Execute source notebooks with papermill.
 
     python -m flkit.run notebooks/mifa/quadratic.ipynb -p profile paper
-    python -m flkit.run notebooks/cvar/mnist.ipynb -p profile smoke -p seeds "[0, 1]" --out /tmp/x.ipynb
+    python -m flkit.run notebooks/cvar/mnist.ipynb -p profile smoke -p seeds "[0, 1]" --out results/tmp/x.ipynb
     python -m flkit.run --all -p profile smoke
+    python -m flkit.run --list [NOTEBOOK ...]       # the notebooks, their parameters, defaults, allowed values
+    python -m flkit.run --all --published           # every page again with its published parameters
 
 Where the executed copy goes. `notebooks/<chapter>/<name>.ipynb` is written to `book/<chapter>/<name>.ipynb`,
 the page the book renders, only when the run's parameters are the page's published ones: those recorded in
@@ -20,6 +22,16 @@ page, see `value_problem`), an out-of-range value of a Fed-CVaR-Avg page (`check
 executed copy given instead of its source, a notebook that does not exist. With `--all`, a parameter that a
 notebook does not declare is skipped for that notebook (one line each), and so is a notebook that has no
 profile of the given name.
+
+A parameter whose profile value is a dict (MIFA's `rounds`, p -> rounds) takes a dict with an entry for every p
+of `p_values`; a number is refused with a hint that shows the dict (`dict_problem`).
+
+What a run records. The executed copy's metadata (`flkit` key) holds the source, every parameter, the wall
+time of this execution, the machine, the commit (HEAD's short hash) and `modified`, the files of flkit/,
+notebooks/, scripts/ and pyproject.toml that differed from it (empty: a clean record), and `stored_runs`: the
+results-store runs the kernel used, read or computed (`flkit.results.used_runs`, passed on through the file
+$FLKIT_READS_LOG), whose manifests say on what device, in how much compute time and on which platform they
+were computed (the reproduce appendix, `flkit.reproduce`, shows it per page).
 
 Errors in the notebook. An exception raised inside the notebook (a chapter's profile check, a missing
 dataset) is reported as one line, its class and message, with exit status 1; `--debug` adds the traceback.
@@ -68,6 +80,7 @@ BOOK = REPO / "book"
 RUN_DIR_PREFIX = "flkit-run-"  # <tmp>/flkit-run-<pid>-<random>/: one process's temporaries (see `run_dir`)
 PART_AGE_S = 600               # a `.<name>-*.part` beside an output lives milliseconds; older ones were left
 LEGACY_AGE_S = 3600            # flkit-run-*.ipynb files and flkit-jupyter-* folders of older versions
+READS_LOG_ENV = "FLKIT_READS_LOG"   # where the kernel lists the stored runs it used (flkit.results.READS_LOG_ENV)
 PUBLISHED = ("paper", "reduced")                  # the profiles a book page may be executed with
 DEFAULT_PROFILES = ("paper", "reduced", "smoke")  # where the chapter code exposes no PROFILES for the page
 
@@ -212,11 +225,10 @@ def _literal(text: str):
 CVAR_EXPERIMENTS = {"mnist": "mnist", "fmnist_table": "fmnist", "synthetic_2d": "synthetic_2d"}  # page -> experiment
 
 
-def page_profiles(source: Path) -> list[str]:
-    """The profiles a page takes: the keys of `PROFILES` in its chapter code, `flkit.papers.<chapter>.<page>`
-    (keyed by profile) or `flkit.papers.<chapter>` (keyed by page, or by experiment for Fed-CVaR-Avg);
-    where neither exposes them, those of DEFAULT_PROFILES that the comment on the `profile` line names
-    (`profile = "smoke"  # smoke: ...; paper: ...`), else all of DEFAULT_PROFILES."""
+def profile_table(source: Path) -> dict[str, Mapping] | None:
+    """{profile: its settings} of a page, from `PROFILES` in its chapter code: `flkit.papers.<chapter>.<page>`
+    (keyed by profile) or `flkit.papers.<chapter>` (keyed by page, or by experiment for Fed-CVaR-Avg); None
+    where neither exposes them."""
     source = Path(source)
     chapter, page = source.parent.name, source.stem
     key = CVAR_EXPERIMENTS.get(page, page) if chapter == "cvar" else page
@@ -229,12 +241,66 @@ def page_profiles(source: Path) -> list[str]:
             raise
         table = getattr(module, "PROFILES", None)
         if isinstance(table, Mapping) and "smoke" in table:
-            return sorted(table)
+            return {k: v for k, v in table.items() if isinstance(v, Mapping)}
         if isinstance(table, Mapping) and isinstance(table.get(key), Mapping):
-            return sorted(table[key])
+            return {k: v for k, v in table[key].items() if isinstance(v, Mapping)}
+    return None
+
+
+def page_profiles(source: Path) -> list[str]:
+    """The profiles a page takes: the keys of its `profile_table`; where the chapter code exposes none, those
+    of DEFAULT_PROFILES that the comment on the `profile` line names (`profile = "smoke"  # smoke: ...;
+    paper: ...`), else all of DEFAULT_PROFILES."""
+    table = profile_table(source)
+    if table:
+        return sorted(table)
     comment = parameter_cell(source).get("profile", (None, ""))[1]
     named = [p for p in DEFAULT_PROFILES if re.search(rf"\b{p}\b", comment)]
     return sorted(named if len(named) >= 2 else DEFAULT_PROFILES)
+
+
+def dict_setting(source: Path, name: str, profile: str | None) -> Mapping | None:
+    """The value of setting `name` in the page's profile `profile` (else its "paper" profile, else any) when
+    that value is a dict, as MIFA's `rounds` (p -> rounds): such a parameter takes a dict, not a number.
+    None when the page's profiles give `name` no dict value."""
+    table = profile_table(source) or {}
+    order = [profile, "paper", *sorted(table)]
+    for prof in order:
+        value = table.get(prof, {}).get(name) if prof in table else None
+        if isinstance(value, Mapping):
+            return value
+    return None
+
+
+def dict_problem(name: str, value, example: Mapping, profile: str, need_keys=None) -> str | None:
+    """Why `value` is refused for a parameter that takes a dict like `example` (the profile's value), None when it
+    is accepted: a dict whose keys are those of `need_keys` (every p of p_values) when given, each entry passing
+    the rule for `name` (`flkit.papers.settings.RULES`)."""
+    from flkit.papers import settings
+
+    keys = ", ".join(_yaml(k) for k in (need_keys if need_keys is not None else example))
+    hint = (f"{name} takes a dict with one entry per {_key_word(name)} ({keys}), e.g. "
+            f"-p {name} {shlex.quote(_yaml(dict(example)))} (profile {profile}'s), or null (the profile's)")
+    if not isinstance(value, Mapping) or not value:
+        return hint
+    if need_keys is not None:
+        missing = [k for k in need_keys if k not in value]
+        if missing:
+            return f"{name} has no entry for {', '.join(_yaml(k) for k in missing)}: " + hint
+    rule = settings.RULES.get(name)
+    for k, v in value.items():
+        try:
+            if rule is not None:
+                rule(v, f"{name}[{_yaml(k)}]")
+            elif not isinstance(v, type(next(iter(example.values())))):
+                raise ValueError(f"{name}[{_yaml(k)}] must be like {_yaml(next(iter(example.values())))}")
+        except ValueError as e:
+            return str(e)
+    return None
+
+
+def _key_word(name: str) -> str:
+    return "participation probability p of p_values" if name == "rounds" else "key"
 
 
 def _is_int(v) -> bool:
@@ -274,6 +340,9 @@ def value_problem(name: str, value, default, profiles: list[str]) -> str | None:
     if name == "profile":
         return None if value in profiles else \
             f"profile must be one of {', '.join(profiles)} (the profiles of this page)"
+    if name == "device":
+        ok = isinstance(value, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?", value)
+        return None if ok else "device must be auto, cpu, cuda or cuda:<index>"
     if name == "seeds" or name.endswith("_seeds"):
         ok = (isinstance(value, list) and value and all(_is_int(s) and s >= 0 for s in value)
               and len(set(value)) == len(value))
@@ -296,6 +365,72 @@ def value_problem(name: str, value, default, profiles: list[str]) -> str | None:
     words, types = _kind_of(default)
     ok = isinstance(value, types) and (isinstance(default, bool) or not isinstance(value, bool))
     return None if ok else f"{name} must be {words}"
+
+
+def allowed(source: Path, name: str, default, profiles: list[str]) -> str:
+    """What parameter `name` of `source` accepts, in words (the rules of `value_problem` and `dict_problem`)."""
+    from flkit.papers import settings
+
+    or_null = ", or null (the profile's)" if default is None else ""
+    example = dict_setting(source, name, "paper")
+    if example is not None:
+        return f"a dict like {_yaml(dict(example))} (profile paper's){or_null}"
+    if name == "profile":
+        return f"one of {', '.join(profiles)}"
+    if name == "device":
+        return "auto, cpu, cuda or cuda:<index>"
+    if name == "seeds" or name.endswith("_seeds"):
+        return f"a list of distinct ints >= 0{or_null}"
+    if name == "seed" or name.endswith("_seed"):
+        return f"an int >= 0{or_null}"
+    if name in settings.RULES:
+        try:
+            settings.RULES[name](-1, name)
+            words = "see the notebook"
+        except ValueError as e:       # the rule's own words for what it allows: "<name> must be ..., got -1"
+            m = re.search(rf"{re.escape(name)} must (?:be )?(.*?), got", str(e))
+            words = m[1] if m else "see the notebook"
+            if words.startswith("lie in "):
+                words = f"a number in {words[7:]} (or a list of them)"
+        return f"{words}{or_null}"
+    if name == "epochs" or name.endswith(("_steps", "_rounds", "_draws")):
+        return f"an int >= 1{or_null}"
+    if name == "checkpoints":
+        return f"a list of ints >= 0{or_null}"
+    if default is None:
+        return "any value (see the comment), or null (the profile's)"
+    return _kind_of(default)[0]
+
+
+def describe(source: Path) -> list[str]:
+    """Lines for `--list`: the notebook, where its published run goes and the command that remakes it, then each
+    parameter with its default, what it accepts and the comment of its line in the parameters cell."""
+    source = Path(source)
+    cell = parameter_cell(source)
+    profiles = page_profiles(source) if "profile" in cell else list(DEFAULT_PROFILES)
+    given = published_given(source)
+    head = [_show(source)]
+    if given is not None:
+        head.append(f"  published in {_show(book_path(source))} by: python -m flkit.run {_show(source)}"
+                    + "".join(f" -p {k} {shlex.quote(_yaml(v))}" for k, v in given.items()))
+    else:
+        head.append("  no published page yet")
+    width = max(len(n) for n in cell)
+    for name, (default, comment) in cell.items():
+        head.append(f"  -p {name:<{width}}  default {_yaml(default)}; takes {allowed(source, name, default, profiles)}")
+        if comment:
+            head.append(f"     {'':<{width}}  ({comment})")
+    return head
+
+
+def published_given(source: Path) -> dict | None:
+    """The -p values of the run that made the committed executed copy of `source` (papermill's record of the
+    parameters passed; the defaults are not in it); None when there is no executed copy."""
+    copy = book_path(source)
+    if not copy.is_file():
+        return None
+    meta = json.loads(copy.read_text()).get("metadata", {})
+    return dict(meta.get("papermill", {}).get("parameters", {}))
 
 
 def parse_values(pairs: list[tuple[str, str]]) -> dict:
@@ -337,8 +472,16 @@ def check(source: Path, values: dict, skip_undeclared: bool = False,
                         + f"; it takes {', '.join(sorted(known))}")
     parameters = {k: v for k, v in values.items() if k in known}
     profiles = page_profiles(source) if "profile" in parameters else list(DEFAULT_PROFILES)
+    profile = parameters.get("profile", known.get("profile"))
     for name, value in parameters.items():
-        why = value_problem(name, value, known[name], profiles)
+        example = dict_setting(source, name, profile) if value is not None else None
+        if example is not None:
+            p_values = parameters.get("p_values") or _profile_value(source, profile, "p_values")
+            need = [float(p) for p in p_values] if name == "rounds" and isinstance(p_values, list) else None
+            why = dict_problem(name, value, example, profile if profile in (profile_table(source) or {}) else "paper",
+                               need)
+        else:
+            why = value_problem(name, value, known[name], profiles)
         if why:
             comment = cell[name][1]
             problems.append(f"{where}: -p {name} {shlex.quote(texts.get(name, _yaml(value)))}: {why}"
@@ -350,6 +493,11 @@ def check(source: Path, values: dict, skip_undeclared: bool = False,
     except ValueError as e:
         raise ParameterError([f"{where}: {e}"]) from None
     return parameters, skipped
+
+
+def _profile_value(source: Path, profile: str | None, name: str):
+    """Setting `name` of the page's profile `profile` (None where the page has no such profile or setting)."""
+    return (profile_table(source) or {}).get(profile, {}).get(name)
 
 
 def check_values(source: Path, parameters: dict) -> None:
@@ -367,24 +515,40 @@ def check_values(source: Path, parameters: dict) -> None:
 # ------------------------------------------------------------------------------------------------------------
 # execution
 # ------------------------------------------------------------------------------------------------------------
-def _git_commit() -> str:
-    """HEAD's short hash, with "+modified" when the package, the notebooks or the scripts differ from it."""
+TRACKED = ("flkit", "notebooks", "scripts", "pyproject.toml")   # what a page's numbers depend on besides results/
+
+
+def _git_state() -> tuple[str, list[str]]:
+    """(HEAD's short hash, the files of TRACKED that differ from it: modified, added or deleted, untracked
+    files left out); ("unknown", []) without git."""
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "flkit", "notebooks",
-                                "scripts"], cwd=REPO, capture_output=True, text=True)
-        head = out.stdout.strip() or "unknown"
-        return head + ("+modified" if head != "unknown" and dirty.stdout.strip() else "")
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *TRACKED],
+                               cwd=REPO, capture_output=True, text=True)
     except OSError:
-        return "unknown"
+        return "unknown", []
+    head = out.stdout.strip()
+    if out.returncode != 0 or not head:
+        return "unknown", []
+    return head, sorted(line[3:].split(" -> ")[-1] for line in dirty.stdout.splitlines() if line.strip())
+
+
+def _git_commit() -> str:
+    """HEAD's short hash, with "+modified" when a file of TRACKED differs from it (the list: `_git_state`)."""
+    head, modified = _git_state()
+    return head + ("+modified" if modified else "")
 
 
 def _machine() -> str:
+    """The machine that executed a notebook, in words (its GPU, else its CPU and core count)."""
     import torch
+
+    from flkit.numerics import cpu_model
 
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} (CUDA), {os.cpu_count()} CPU cores"
-    return f"CPU only: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    cpu = cpu_model() or platform.processor() or platform.machine()
+    return f"CPU only: {cpu}, {os.cpu_count()} cores"
 
 
 def _remove(paths: list) -> None:
@@ -515,9 +679,11 @@ def _run_papermill(source: Path, parameters: dict, known: dict, out: Path, kerne
     fd, work = tempfile.mkstemp(suffix=".ipynb", prefix=f"{out.stem}-", dir=run_dir())
     os.close(fd)
     connection = str(Path(work).with_suffix(".kernel.json"))   # else jupyter_client's goes to the temp dir
-    temporaries = [work, connection]
+    reads = str(Path(work).with_suffix(".reads.txt"))         # the stored runs the kernel used (flkit.results)
+    temporaries = [work, connection, reads]
+    head, modified = _git_state()
     start = time.time()
-    with _sigterm_removes(temporaries):
+    with _sigterm_removes(temporaries), _environ(**{READS_LOG_ENV: reads}):
         try:
             papermill.execute_notebook(str(source), work, parameters=parameters, kernel_name=kernel,
                                        cwd=str(source.parent), log_output=log_output, progress_bar=False,
@@ -531,7 +697,9 @@ def _run_papermill(source: Path, parameters: dict, known: dict, out: Path, kerne
                 "parameters": {**known, **parameters},
                 "wall_time_s": round(time.time() - start, 1),
                 "machine": _machine(),
-                "commit": _git_commit(),
+                "commit": head,
+                "modified": modified,        # files of TRACKED that differed from the commit: empty for a clean record
+                "stored_runs": stored_runs(reads),
             }
             nbformat.write(nb, work)
             fd, part = tempfile.mkstemp(suffix=".part", prefix=f".{out.stem}-", dir=out.parent)  # same filesystem
@@ -543,6 +711,40 @@ def _run_papermill(source: Path, parameters: dict, known: dict, out: Path, kerne
         finally:
             _remove(temporaries)
     return out
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    """Environment variables set while the block runs (the kernel inherits them), restored after."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def stored_runs(log: str | Path) -> dict[str, list[str]]:
+    """The stored runs a kernel used, from the file it wrote ($FLKIT_READS_LOG, see `flkit.results.used_runs`):
+    {"read": [...], "computed": [...]}, each "<store>/<key>" (the store relative to the repository, or to
+    $FLKIT_RESULTS as "$FLKIT_RESULTS/...": no local paths), sorted."""
+    out: dict[str, set] = {"read": set(), "computed": set()}
+    try:
+        lines = Path(log).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    base = os.environ.get("FLKIT_RESULTS")
+    for line in lines:
+        name, _, how = line.partition("\t")
+        if Path(name).is_absolute():
+            rel = _under(Path(name), Path(base)) if base else None
+            name = f"$FLKIT_RESULTS/{rel}" if rel is not None else f"(outside the repository)/{Path(name).name}"
+        out["computed" if how == "computed" else "read"].add(name)
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def execute(source: Path, parameters: dict | None = None, out: Path | None = None,
@@ -616,6 +818,15 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[str]]:
         try:
             known = declared_parameters(nb)
             declared |= set(known)
+            if getattr(args, "published", False):
+                given = published_given(nb)
+                if given is None:
+                    notes.append(f"skip {_show(nb)}: it has no published page")
+                    continue
+                parameters, _ = check(nb, given)
+                out, why = destination(nb, {**known, **parameters})
+                jobs.append(Job(Path(nb), parameters, known, Path(out), why))
+                continue
             if args.all:
                 parameters, skipped = _check_page(nb, known, values, texts)
             else:
@@ -628,7 +839,7 @@ def plan(args: argparse.Namespace) -> tuple[list[Job], list[str]]:
             problems += e.problems if isinstance(e, ParameterError) else [str(e)]
             continue
         jobs.append(Job(Path(nb), parameters, known, Path(out), why))
-    if args.all:
+    if args.all and not getattr(args, "published", False):
         problems += [f"-p {name}: no notebook declares this parameter" for name in sorted(set(values) - declared)]
         if not jobs and not problems and "profile" in values:
             problems.append(f"-p profile {texts['profile']}: no notebook has this profile")
@@ -663,8 +874,21 @@ def _one_line(e: BaseException) -> str:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m flkit.run", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m flkit.run", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="notebooks (--list prints each one's parameters, defaults, allowed values and published command):\n"
+               + "\n".join(f"  {_show(p)}" for p in sources())
+               + "\n\nexamples:\n"
+                 "  python -m flkit.run --list notebooks/mifa/quadratic.ipynb\n"
+                 "  python -m flkit.run notebooks/mifa/quadratic.ipynb -p profile paper -p seeds \"[0, 1, 2]\" --html\n"
+                 "  python -m flkit.run --all --published   # every page as published (writes book/)\n"
+                 "  python -m flkit.run --all -p profile smoke")
     ap.add_argument("notebooks", nargs="*", type=Path, help="source notebooks under notebooks/")
+    ap.add_argument("--list", action="store_true", help="list the notebooks (those given, else all) with their "
+                                                        "parameters, defaults and allowed values; run nothing")
+    ap.add_argument("--published", action="store_true", help="run each notebook with the parameters of its "
+                                                             "published page (its command on the reproduce page)")
     ap.add_argument("--all", action="store_true", help="every source notebook")
     ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="override a parameter (value read as YAML); repeatable")
@@ -679,6 +903,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--html", action="store_true", help="also write the executed notebook as an HTML page to open "
                                                         "in a browser (see html_path)")
     args = ap.parse_args(argv)
+    if args.list:
+        return args
+    if args.published and args.parameter:
+        ap.error("--published takes no -p: it uses the published page's parameters")
     if args.all == bool(args.notebooks):
         ap.error("give notebook paths or --all (not both)")
     if args.out and (args.all or len(args.notebooks) > 1):
@@ -692,6 +920,15 @@ def main(argv: list[str] | None = None) -> int:
     """Exit status 0: every run finished; 1: an error while running (one line, --debug for the traceback);
     2: a problem with the command line, found before any kernel started; 130/143: interrupted/terminated."""
     args = _parse(argv)
+    if args.list:
+        missing = [problem for nb in args.notebooks if (problem := source_problem(nb))]
+        for line in missing:
+            print(f"error: {line}", file=sys.stderr)
+        if missing:
+            return 2
+        for i, nb in enumerate(args.notebooks or sources()):
+            print(("\n" if i else "") + "\n".join(describe(nb)))
+        return 0
     clean_stale()
     try:
         jobs, notes = plan(args)

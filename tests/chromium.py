@@ -141,6 +141,11 @@ class Browser:
             self._metrics(self.width, self.height)
         Path(path).write_bytes(base64.b64decode(png))
 
+    def resize(self, width: int, height: int) -> None:
+        """The window's size from now on (the next `goto` loads pages at it)."""
+        self.width, self.height = width, height
+        self._metrics(width, height)
+
     def _metrics(self, width: int, height: int) -> None:
         self.call("Emulation.setDeviceMetricsOverride", session=self.session, width=width, height=height,
                   deviceScaleFactor=1, mobile=False)

@@ -11,7 +11,14 @@ For each page of _toc.yml, at a 1280 x 1000 window and device scale 1, the page 
   * every link to a file of the site resolving to a file of the build, and its #anchor to an id there;
   * no table cell reading NaN, nan, None or NaT (a table says "n/a" and why) or cut off by pandas ("...");
   * output-table cells padded (numbers of neighbouring cells do not run together) and short values (a number,
-    "mean ± sd") kept on one line (_static/book.css and book.js).
+    "mean ± sd") kept on one line (_static/book.css and book.js);
+  * nothing cut off at 1280 px: no line of code or printed output (a page's check summary) runs past its box,
+    and no table is wider than the text column (book.js shrinks a wide table's font down to 3/4 before
+    that; a table that still needs a sideways scrollbar fails);
+  * a "Code for this page" line (_ext/code_links.py), except on the API reference's own pages;
+  * at a phone's width (390 x 844), every figure of the article drawn at >= MIN_SCALE of its natural width
+    (book.js keeps it at that scale and lets it scroll sideways in its own box): a figure shrunk to the
+    column's width, about 44 % of its pixels, has text of 4 to 5 px, which nobody can read.
 A full-page screenshot of each page is written to results/tmp/screenshots/ (gitignored) for a person to
 look at; the test checks that it is a PNG of the window's width and not trivially small.
 
@@ -38,7 +45,8 @@ from chromium import INSTALL_HINT, Browser, find_chromium
 
 REPO = Path(__file__).resolve().parents[1]
 WIDTH, HEIGHT = 1280, 1000
-MIN_SCALE = 0.75              # displayed width / natural width of every figure in the article
+NARROW = (390, 844)           # a phone's viewport in CSS pixels
+MIN_SCALE = 0.75              # displayed width / natural width of every figure in the article, at both widths
 SHOTS = REPO / "results" / "tmp" / "screenshots"
 MIN_SHOT_BYTES = 20_000       # a page with a title, a sidebar and text is larger than this as a PNG
 LOCAL_PATH = re.compile(r"(?<![\w.~])/(?:work|tmp|home|root)/|Traceback")  # absolute paths; results/tmp/ is fine
@@ -90,13 +98,35 @@ PAGE_JS = r"""(async () => {
     prose,
     text: document.body.innerText,
     links: [...document.querySelectorAll("a[href]")].map(a => a.href),
-    // output-table cells whose numbers could run into the next cell's, or whose short value may break
+    // output-table cells whose numbers could run into the next cell's, or whose short value (<= 24 characters
+    // in <= 3 words: a number, "mean ± sd", a short label) may break
     cramped: [...document.querySelectorAll("div.cell_output table td")].filter(td => {
       const cs = getComputedStyle(td);
+      const text = td.textContent.trim();
       return parseFloat(cs.paddingLeft) + parseFloat(cs.paddingRight) < 6
-             || (td.textContent.trim().length <= 24 && cs.whiteSpace !== "nowrap");
+             || (text.length <= 24 && text.split(/\s+/).length <= 3 && cs.whiteSpace !== "nowrap");
     }).map(td => td.textContent.trim().slice(0, 40)),
+    // lines of code or printed output that run past their box (cut off, or behind a scrollbar)
+    overflowing: [...document.querySelectorAll("article pre")].filter(shown)
+                   .filter(e => e.scrollWidth > e.clientWidth + 1)
+                   .map(e => e.textContent.split("\n").reduce((a, b) => b.length > a.length ? b : a, "")),
+    // tables wider than the text column (the output box of their cell, or the article)
+    wide_tables: [...document.querySelectorAll("article table")].filter(shown).map(t => {
+      const box = t.closest("div.cell_output") || t.closest("article");
+      const over = t.getBoundingClientRect().right - box.getBoundingClientRect().right;
+      return {over, width: t.getBoundingClientRect().width, box: box.getBoundingClientRect().width,
+              head: [...t.querySelectorAll("th, td")].slice(0, 4).map(c => c.textContent.trim()).join(" | ")};
+    }).filter(t => t.over > 1),
+    code_line: !!document.querySelector("article p.flkit-code"),
   };
+})()"""
+
+# Runs at a phone's width (NARROW): the figures of the article, as drawn there.
+NARROW_JS = r"""(async () => {
+  await document.fonts.ready;
+  await Promise.all([...document.images].map(i => i.decode().catch(() => null)));
+  return [...document.querySelectorAll("article img")].filter(i => i.checkVisibility() && i.naturalWidth)
+    .map(i => ({src: i.getAttribute("src"), natural: i.naturalWidth, shown: i.getBoundingClientRect().width}));
 })()"""
 
 
@@ -181,6 +211,23 @@ def image_problems(images: list[dict]) -> list[str]:
     return out
 
 
+def narrow_problems(images: list[dict], width: int = NARROW[0]) -> list[str]:
+    """Figures drawn at less than MIN_SCALE of their natural width on a phone: their text is too small to read
+    (a figure may be wider than the screen: it scrolls sideways in its box, at a readable size)."""
+    return [f"figure unreadable at {width} px: shown at {img['shown']:.0f} of {img['natural']} px "
+            f"(< {MIN_SCALE:.0%}): {img['src']}" for img in images if img["shown"] < MIN_SCALE * img["natural"] - 0.5]
+
+
+def cut_off_problems(report: dict, page: str) -> list[str]:
+    """What is cut off or pushed sideways at WIDTH, and a missing "Code for this page" line."""
+    out = _first([f"text runs past its box at {WIDTH} px: {line.strip()[:100]!r}" for line in report["overflowing"]])
+    out += _first([f"table wider than the text column at {WIDTH} px: {t['width']:.0f} px in {t['box']:.0f}, "
+                   f"{t['head'][:80]!r}" for t in report["wide_tables"]])
+    if not report["code_line"] and not page.startswith("book/appendix/api/"):
+        out.append("no 'Code for this page' line under the title (_ext/code_links.py)")
+    return out
+
+
 def _first(items: list[str], n: int = 5) -> list[str]:
     return items[:n] + ([f"... and {len(items) - n} more like these"] if len(items) > n else [])
 
@@ -240,7 +287,15 @@ def page_problems(browser: Browser, base: str, html: Path, page: str, shot: Path
     problems += text_problems(report)
     problems += link_problems(report["links"], base, html)
     problems += table_problems((html / page).read_text(encoding="utf-8"))
-    return problems + screenshot_problems(shot)
+    problems += cut_off_problems(report, page)
+    problems += screenshot_problems(shot)
+    browser.resize(*NARROW)
+    try:
+        browser.goto(f"{base}/{page}")
+        problems += narrow_problems(browser.evaluate(NARROW_JS))
+    finally:
+        browser.resize(WIDTH, HEIGHT)
+    return problems
 
 
 @pytest.mark.slow
@@ -252,9 +307,13 @@ def test_page_in_browser(page, browser, site, book_html):
     assert not problems, f"{page}:\n  " + "\n  ".join(problems)
 
 
-BAD_PAGE = r"""<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><article>
+BAD_PAGE = r"""<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><article style="max-width: 900px">
 <p>Raw inline $x_i$ and \(y\) math.</p><p><span class="math">\(z\)</span></p>
 <img src="wide.png" style="width: 500px"><img src="missing.png">
+<img src="phone.png" style="max-width: 100%">
+<div class="cell_output"><pre>4 of 4 checks agree or are confirmed. Rule: agrees when |ours - document| <= 2 combined se; """ \
+    + "the line goes on " * 12 + r"""</pre></div>
+<div class="cell_output"><table><tr>""" + "<td style='white-space: nowrap; padding: 4px'>0.0123</td>" * 90 + r"""</tr></table></div>
 <p><a href="nowhere.html">a</a> <a href="bad.html#nope">b</a> <a href="bad.html#here" id="here">c</a></p>
 <p>saved to /work/secret/run.csv</p><p><code>ram="{glue:text}`x`"</code></p><pre>Traceback (most recent call last)</pre>
 <table><tr><td>NaN</td><td>a claim that pandas cut off...</td><td>1.5</td></tr></table>
@@ -269,6 +328,7 @@ def test_checks_catch_a_bad_page(browser, tmp_path):
 
     (tmp_path / "bad.html").write_text(BAD_PAGE)
     Image.new("RGB", (800, 300), "white").save(tmp_path / "wide.png")
+    Image.new("RGB", (600, 300), "white").save(tmp_path / "phone.png")   # fits at 1280 px, shrunk on a phone
     with serve(tmp_path) as base:
         problems = page_problems(browser, base, tmp_path, "bad.html", tmp_path / "bad.png")
     kinds = sorted(p.split(":")[0] for p in problems)
@@ -277,5 +337,35 @@ def test_checks_catch_a_bad_page(browser, tmp_path):
                             "raw math in text", "raw math in text", "raw math in text", "'/work/' in page text",
                             "'Traceback' in page text", "broken link", "broken anchor", "table cell shows 'NaN'",
                             "table cell cut off", "output-table cell without room or broken across lines",
-                            "output-table cell without room or broken across lines", "unrendered role in page text"]), \
+                            "output-table cell without room or broken across lines", "unrendered role in page text",
+                            f"text runs past its box at {WIDTH} px", f"table wider than the text column at {WIDTH} px",
+                            "no 'Code for this page' line under the title (_ext/code_links.py)",
+                            f"figure unreadable at {NARROW[0]} px", f"figure unreadable at {NARROW[0]} px"]), \
         "\n".join(problems)
+    assert any("phone.png" in p and p.startswith("figure unreadable") for p in problems)
+
+
+SEARCH_JS = r"""(async () => {
+  for (let i = 0; i < 300 && !/found|did not match/.test(document.getElementById("search-progress")?.innerText
+                                                          || Search.status?.innerText || ""); i++) {
+    await new Promise(r => setTimeout(r, 100));
+  }
+  await new Promise(r => setTimeout(r, 300));
+  return {items: [...document.querySelectorAll("#search-results li")].map(li => li.innerText),
+          raw: Search.flkitPatched ? null : "not patched",
+          plain: flkitNoTex("the step size \\(\\eta_t = \\frac{1}{t}\\) and $\\alpha$")};
+})()"""
+
+
+@pytest.mark.slow
+def test_search_results_show_no_math_source(browser, site, book_html):
+    """A search for words of a page with math lists its summary and title as text, not as TeX source (which is
+    what the pages' HTML holds and Sphinx cuts its summaries from: book.js converts it)."""
+    assert "\\\\beta" in (book_html / "searchindex.js").read_text(encoding="utf-8"), "no TeX in the index to hide"
+    browser.goto(f"{site}/search.html?q=momentum+beta+sweep")
+    got = browser.evaluate(SEARCH_JS)
+    assert got["raw"] is None and got["plain"] == "the step size η_t = (1)/(t) and α"
+    assert len(got["items"]) >= 3, got
+    raw = [m.group(0) for item in got["items"] for m in RAW_MATH.finditer(item)]
+    assert not raw and not any(re.search(r"\\[A-Za-z]", i) for i in got["items"]), raw or got["items"]
+    assert any(re.search("[α-ωΓ-Ω]", i) for i in got["items"]), got["items"]   # math was there, now as text

@@ -177,7 +177,8 @@ def test_only_the_published_parameters_replace_a_page(tree, fake_papermill, caps
                              "(the profiles of this page) [parameters cell: smoke | reduced | paper]"),
     (["-p", "device", "null"], "error: notebooks/ch/a.ipynb: -p device null: device has no null form here; "
                                "the default is auto"),
-    (["-p", "device", "0"], "error: notebooks/ch/a.ipynb: -p device 0: device must be a string, e.g. auto"),
+    (["-p", "device", "0"], "error: notebooks/ch/a.ipynb: -p device 0: device must be auto, cpu, cuda or cuda:<index>"),
+    (["-p", "device", "gpu"], "error: notebooks/ch/a.ipynb: -p device gpu: device must be auto, cpu, cuda or cuda:<index>"),
 ])
 def test_bad_value_is_one_line_before_any_kernel(tree, no_kernel, capsys, argv, line):
     assert run.main(["notebooks/ch/a.ipynb", *argv]) == 2
@@ -326,6 +327,155 @@ def test_every_cvar_page_is_checked_and_in_range_values_pass():
             run.check_values(page, {**defaults, "rounds": -1})
 
 
+# ------------------------------------------------------------------------ parameters that take a dict (MIFA)
+MIFA_QUADRATIC = run.SOURCES / "mifa" / "quadratic.ipynb"
+DICT_HINT = ("rounds takes a dict with one entry per participation probability p of p_values (0.01, 0.1, 0.5), "
+             "e.g. -p rounds '{{0.01: {}, 0.1: {}, 0.5: {}}}' (profile {}'s), or null (the profile's) "
+             "[parameters cell: dict p -> number of rounds T]")
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["-p", "profile", "paper", "-p", "rounds", "100"], "-p rounds 100: " + DICT_HINT.format(10000, 2000, 2000, "paper")),
+    (["-p", "rounds", "-5"], "-p rounds -5: " + DICT_HINT.format(600, 300, 200, "smoke")),
+    (["-p", "rounds", "{0.01: 10, 0.1: 10}"], "-p rounds '{0.01: 10, 0.1: 10}': rounds has no entry for 0.5: "
+                                             + DICT_HINT.format(600, 300, 200, "smoke")),
+    (["-p", "rounds", "{0.01: 10, 0.1: 10, 0.5: -3}"], "-p rounds '{0.01: 10, 0.1: 10, 0.5: -3}': "
+                                                        "rounds[0.5] must be an int >= 1, got -3 "
+                                                        "[parameters cell: dict p -> number of rounds T]"),
+])
+def test_a_dict_parameter_refuses_a_number_with_the_right_hint(no_kernel, capsys, argv, line):
+    """MIFA's `rounds` is a dict p -> rounds: a number (on which the notebook's first cell would crash) is
+    refused before any kernel, with a hint that shows the dict it takes."""
+    assert run.main([str(MIFA_QUADRATIC), *argv, "--dry-run"]) == 2
+    assert capsys.readouterr().err == f"error: notebooks/mifa/quadratic.ipynb: {line}\n"
+
+
+def test_a_dict_parameter_accepts_a_dict_for_every_p(no_kernel, capsys):
+    ok = [[], ["-p", "rounds", "{0.01: 10, 0.1: 10, 0.5: 10}"],
+          ["-p", "p_values", "[0.2]", "-p", "rounds", "{0.2: 30}"], ["-p", "rounds", "null"]]
+    for argv in ok:
+        assert run.main([str(MIFA_QUADRATIC), *argv, "--dry-run"]) == 0, capsys.readouterr().err
+    assert run.main([str(MIFA_QUADRATIC), "-p", "p_values", "[0.2]", "-p", "rounds", "{0.5: 30}", "--dry-run"]) == 2
+    assert "rounds has no entry for 0.2" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ --list, --help, --published
+def test_list_shows_every_parameter_with_default_and_allowed_values(tree, no_kernel, capsys):
+    assert run.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert out.split("\n\n")[0].splitlines() == [
+        "notebooks/ch/a.ipynb",
+        "  published in book/ch/a.ipynb by: python -m flkit.run notebooks/ch/a.ipynb",
+        "  -p profile  default smoke; takes one of paper, reduced, smoke",
+        "              (smoke | reduced | paper)",
+        "  -p seeds    default null; takes a list of distinct ints >= 0, or null (the profile's)",
+        "  -p rounds   default null; takes an int >= 1, or null (the profile's)",
+        "  -p device   default auto; takes auto, cpu, cuda or cuda:<index>"]
+    assert "notebooks/ch/b.ipynb\n  no published page yet\n" in out and "-p seed     default 0; takes an int >= 0" in out
+    assert run.main(["--list", "notebooks/ch/c.ipynb"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "notebooks/ch/c.ipynb"
+    assert run.main(["--list", "notebooks/ch/zz.ipynb"]) == 2
+    assert capsys.readouterr().err.startswith("error: no such notebook: notebooks/ch/zz.ipynb")
+
+
+def test_list_of_the_book_names_the_published_command_and_the_dict(capsys):
+    assert run.main(["--list", str(MIFA_QUADRATIC)]) == 0
+    out = capsys.readouterr().out
+    assert "  published in book/mifa/quadratic.ipynb by: python -m flkit.run notebooks/mifa/quadratic.ipynb " \
+           "-p profile paper\n" in out
+    assert ("  -p rounds    default null; takes a dict like {0.01: 10000, 0.1: 2000, 0.5: 2000} (profile paper's), "
+            "or null (the profile's)\n") in out
+
+
+def test_help_names_list_and_every_notebook(capsys):
+    with pytest.raises(SystemExit):
+        run.main(["--help"])
+    out = capsys.readouterr().out
+    assert "--list" in out and "--published" in out
+    assert all(f"  {run._show(p)}\n" in out for p in run.sources())
+
+
+def test_published_runs_each_page_as_published(tree, fake_papermill, capsys):
+    run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper", "-p", "rounds", "7"]) == 0   # records its -p values
+    page = nbformat.read(tree / "book/ch/a.ipynb", as_version=4)
+    page.metadata["papermill"] = {"parameters": {"profile": "paper", "rounds": 7}}
+    nbformat.write(page, tree / "book/ch/a.ipynb")
+    fake_papermill.clear()
+    capsys.readouterr()
+    assert run.main(["--all", "--published"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "skip notebooks/ch/b.ipynb: it has no published page"
+    assert [p for _, p in fake_papermill] == [{"profile": "paper", "rounds": 7}, {}]  # c: published with defaults only
+    assert "run notebooks/ch/a.ipynb (profile 'paper') -> book/ch/a.ipynb" in out
+    with pytest.raises(SystemExit):
+        run.main(["--all", "--published", "-p", "seeds", "[1]"])
+
+
+# ------------------------------------------------------------------------ what a page records of its run
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+                            GIT_COMMITTER_EMAIL="t@t"))
+
+
+def test_commit_is_recorded_clean_or_with_the_modified_files(tree, fake_papermill):
+    _git(tree, "init", "-q")
+    (tree / "flkit").mkdir()
+    (tree / "flkit" / "x.py").write_text("a = 1\n")
+    (tree / "results").mkdir(exist_ok=True)
+    _git(tree, "add", "flkit", "notebooks")
+    _git(tree, "commit", "-q", "-m", "x")
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip()
+    (tree / "results" / "new.csv").write_text("results are no code\n")                 # untracked, and no code
+    assert run._git_state() == (head, []) and run._git_commit() == head
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper"]) == 0
+    meta = nbformat.read(tree / "book/ch/a.ipynb", as_version=4).metadata["flkit"]
+    assert (meta["commit"], meta["modified"]) == (head, [])
+    (tree / "flkit" / "x.py").write_text("a = 2\n")
+    assert run._git_state() == (head, ["flkit/x.py"]) and run._git_commit() == head + "+modified"
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper"]) == 0
+    meta = nbformat.read(tree / "book/ch/a.ipynb", as_version=4).metadata["flkit"]
+    assert (meta["commit"], meta["modified"]) == (head, ["flkit/x.py"])
+
+
+def test_the_stored_runs_a_page_used_are_recorded(tree, fake_papermill, monkeypatch, tmp_path):
+    """The kernel lists each stored run it used in $FLKIT_READS_LOG (flkit.results); the run records them."""
+    import pandas as pd
+    from flkit import results
+
+    store_root = tmp_path / "elsewhere"
+    monkeypatch.setenv("FLKIT_RESULTS", str(store_root))
+    table = pd.DataFrame({"round": [0, 1], "metric": ["loss", "loss"], "value": [1.0, 0.5]})
+    old = results.book_store("x")
+    old.save({"run": 0}, table, wall_time_s=60.0, device="cuda", batch_size=3)
+    monkeypatch.setattr(results, "_USED", {})
+    monkeypatch.setattr(results, "_COMPUTED", set())
+    seen = {}
+
+    def kernel(input_path, output_path, parameters=None, **kwargs):   # what a page's cells would do
+        seen["log"] = os.environ.get(run.READS_LOG_ENV)
+        store = results.book_store("x")
+        store.load({"run": 0})
+        store.save({"run": 1}, table, wall_time_s=2.0)
+        store.load({"run": 1})
+        store.load({"run": 0})                                        # once only
+        nbformat.write(nbformat.read(input_path, as_version=4), output_path)
+
+    monkeypatch.setattr(papermill, "execute_notebook", kernel)
+    assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper"]) == 0
+    meta = nbformat.read(tree / "book/ch/a.ipynb", as_version=4).metadata["flkit"]
+    k0, k1 = results.config_key({"run": 0}), results.config_key({"run": 1})
+    assert meta["stored_runs"] == {"read": [f"$FLKIT_RESULTS/x/{k0}"], "computed": [f"$FLKIT_RESULTS/x/{k1}"]}
+    assert seen["log"] and not Path(seen["log"]).exists() and run.READS_LOG_ENV not in os.environ
+    assert run.READS_LOG_ENV == results.READS_LOG_ENV
+    used = results.used_runs()
+    assert used["computed"].tolist() == [False, True] and used["compute_s"].tolist() == [20.0, 2.0]
+    summary = results.compute_summary([results.book_store("x").manifest({"run": k}) for k in (0, 1)])
+    assert {k: summary[k] for k in ("runs", "devices", "compute_s")} == dict(runs=2, devices=["cpu", "cuda"],
+                                                                             compute_s=22.0)
+    assert len(summary["computed_on"]) == 1 and summary["computed_on"] != ["not recorded"]   # this machine's CPU
+
+
 # ------------------------------------------------------------------------ what killed runs left behind
 def test_clean_stale_removes_dead_runs_and_old_legacy_names_only(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", ""])
@@ -397,6 +547,19 @@ def test_real_run_at_smoke_goes_to_results_tmp(tree, capsys):
     meta = nbformat.read(tree / "results/tmp/notebooks/ch/a.ipynb", as_version=4).metadata
     assert meta["flkit"]["parameters"] == {"profile": "smoke", "seeds": [3], "rounds": None, "device": "auto"}
     assert meta["flkit"]["wall_time_s"] >= 0 and meta["papermill"]["output_path"] == "results/tmp/notebooks/ch/a.ipynb"
+
+
+@pytest.mark.slow
+def test_real_kernel_records_the_stored_runs_it_used(tree, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "stores"))
+    body = ("import pandas as pd\nfrom flkit import results\ns = results.book_store('ch')\n"
+            "s.save({'r': 0}, pd.DataFrame({'round': [0], 'metric': ['m'], 'value': [1.0]}))\n"
+            "t = s.load({'r': 0})")
+    _nb(tree / "notebooks/ch/a.ipynb", body=body)
+    assert run.main(["notebooks/ch/a.ipynb"]) == 0
+    meta = nbformat.read(tree / "results/tmp/notebooks/ch/a.ipynb", as_version=4).metadata
+    from flkit.results import config_key
+    assert meta["flkit"]["stored_runs"] == {"read": [], "computed": [f"$FLKIT_RESULTS/ch/{config_key({'r': 0})}"]}
 
 
 @pytest.mark.slow

@@ -74,7 +74,7 @@ RULE = ("An item is reproduced when every check of it agrees or is confirmed (th
         "An item where the document gives no number or image to compare with is 'nothing to compare with'; an "
         "item whose checks show the document's statement or assumption false or infeasible is a finding. The "
         "scale of the checks (the document's setting, a stand-in, reduced) is stated beside every verdict and "
-        "never changes it; so are the runs at the document's scale still to be made (the owed-work ledger). An "
+        "never changes it; so is what is still to run at the document's scale. An "
         "item whose data cannot be obtained here is not executable here.")
 
 
