@@ -115,15 +115,19 @@ def union_entropy(part: Partition) -> float:
 
 
 def fig6_task(data, part: Partition, cfg: dict) -> EngineTask:
-    """The clients of ``part`` training ``cfg['model']`` with plain SGD (R epochs, batch B, eta; the engine's
-    batched ``fast`` backend where the model allows it, else ``local_train`` one client at a time as the entropy
-    page's CNN; short last batches as a shuffling DataLoader), inputs normalised as the authors' code."""
+    """The clients of ``part`` training ``cfg['model']`` with plain SGD (R epochs, batch B, eta; short last
+    batches as a shuffling DataLoader), all clients of a round at once: the engine's ``fast`` backend where the
+    model allows it (logistic regression), else ``local_train``'s grouped path (the CNN: per-client BatchNorm
+    statistics, dropout masks from each client's own stream, as the training page's CNN); inputs normalised
+    as the authors' code."""
+    from flkit.papers.hics.experiments import DROPOUT_STREAM
     mean, std = E.NORM
     model = MODELS[cfg["model"]]().to(data.x_train.device)
     fast = engine.supports_grouped(model)
     return EngineTask(model, (data.x_train - mean) / std, data.y_train, part.indices, (data.x_test - mean) / std,
                       data.y_test, batch_size=cfg["batch_size"], epochs=cfg["epochs"], local_lr=cfg["lr"],
-                      backend="fast" if fast else "engine", vectorized=fast)
+                      backend="fast" if fast else "engine", vectorized=True,
+                      dropout_stream=None if fast else DROPOUT_STREAM, skip_done=not fast)
 
 
 # ---------------------------------------------------------------------------------------- the run
