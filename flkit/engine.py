@@ -350,6 +350,44 @@ class _KeepMask(nn.Module):
         return _drop(h, self.keep, self.p) if self.training else h
 
 
+class _MaskedBatchNorm(torch.autograd.Function):
+    """out = (h - mean) / sqrt(var + eps) * w + b for h (B, C, P), mean and biased var over the rows with v = 1
+    (v: (B, 1) or (B, C) of 0/1) and the P positions, n = their count per channel; also returns mean and var.
+    The backward in closed form (a few passes over h instead of autograd's chain of elementwise ops): with
+    xhat = (h - mean) / sqrt(var + eps), k = w / sqrt(var + eps) and sums over every row and position,
+    dL/db = sum g, dL/dw = sum g xhat, dL/dh = k (g - v (sum g + xhat sum g xhat) / n): the rows left out of
+    the statistics (v = 0) get the direct term only."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(flat, v, n, weight, bias, eps):
+        mean = (flat.sum(2) * v).sum(0) / n                                 # row sums first: one pass over h
+        centred = flat - mean[:, None]
+        var = (torch.linalg.vector_norm(centred, dim=2) ** 2 * v).sum(0) / n   # biased, over the valid rows
+        inv = torch.rsqrt(var + eps)
+        out = centred * inv[:, None] if weight is None else torch.addcmul(bias[:, None], centred, (inv * weight)[:, None])
+        return out, mean, var, centred, inv
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, v, n, weight, _, _ = inputs
+        _, _, _, centred, inv = output
+        ctx.save_for_backward(centred, inv, v, n, weight)
+        ctx.mark_non_differentiable(*output[1:])
+        ctx.affine = weight is not None
+
+    @staticmethod
+    def backward(ctx, g, *_):
+        centred, inv, v, n, weight = ctx.saved_tensors
+        gb = g.sum((0, 2))                                                  # sum g
+        gw = (g * centred).sum((0, 2)) * inv                                # sum g xhat
+        k = inv * weight if ctx.affine else inv
+        a = v * ((k * gb) / n)                                              # (B, C): k v sum(g) / n
+        c = v * ((k * gw * inv) / n)                                        # (B, C): coefficient of (h - mean)
+        gx = torch.addcmul(g * k[:, None] - a[..., None], centred, -c[..., None])
+        return gx, None, None, (gw if ctx.affine else None), (gb if ctx.affine else None), None
+
+
 def _masked_batch_norm(h: Tensor, valid: Tensor, weight, bias, running_mean, running_var, momentum: float,
                        eps: float) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """Training-mode BatchNorm of one model's batch h (B, C, ...) whose statistics count only the rows with
@@ -359,24 +397,17 @@ def _masked_batch_norm(h: Tensor, valid: Tensor, weight, bias, running_mean, run
     ``valid`` may also be (B, C): a row's validity per channel (the M models' channels side by side)."""
     work = h.float() if h.dtype in (torch.float16, torch.bfloat16) else h   # statistics in float32 at least
     C, per = work.shape[1], work[0, 0].numel()                              # channels, values per row and channel
-    flat = work.reshape(work.shape[0], C, per)
     v = valid.to(work.dtype)
     v = v[:, None] if v.dim() == 1 else v                                   # (B, 1) or (B, C)
     n = v.sum(0) * per                                                      # values per channel
-    mean = (flat.sum(2) * v).sum(0) / n                                     # row sums first: one pass over h
-    centred = flat - mean[:, None]
-    var = (torch.linalg.vector_norm(centred, dim=2) ** 2 * v).sum(0) / n    # biased, over the valid rows
-    inv = torch.rsqrt(var + eps)
-    if weight is None:
-        out = centred * inv[:, None]
-    else:
-        out = torch.addcmul(bias[:, None], centred, (inv * weight)[:, None])
+    n = n.expand(C) if n.numel() == 1 else n
+    out, mean, var, _, _ = _MaskedBatchNorm.apply(work.reshape(work.shape[0], C, per), v, n, weight, bias, eps)
     out = out.view(work.shape)
     new_mean = new_var = None
     if running_mean is not None:
         m = momentum
-        new_mean = (1 - m) * running_mean + m * mean.detach().to(running_mean.dtype)
-        new_var = (1 - m) * running_var + m * (var.detach() * (n / (n - 1))).to(running_var.dtype)
+        new_mean = (1 - m) * running_mean + m * mean.to(running_mean.dtype)
+        new_var = (1 - m) * running_var + m * (var * (n / (n - 1))).to(running_var.dtype)
     return out.to(h.dtype), new_mean, new_var
 
 

@@ -252,9 +252,9 @@ def test_client_masks_do_not_depend_on_the_other_clients():
 
 
 def test_fig6_cnn_trains_every_client_at_once_with_the_loops_numbers(monkeypatch):
-    """Fig. 6(a) with the document's CNN (appendix 6.2; flkit.papers.hics.dissimilarity): its task trains the 250
-    clients of a round together; on a tiny float64 run the recorded rows (gradient differences, test accuracy)
-    equal the one-client loop's up to the rows' rounding to 6 significant digits (one unit there: rtol 1e-5)."""
+    """Fig. 6(a) with the document's CNN (appendix 6.2; flkit.papers.hics.dissimilarity): trained with the 250
+    clients of a round together (its default on a GPU), a tiny float64 run records the rows (gradient differences,
+    test accuracy) of the one-client loop up to the rows' rounding to 6 significant digits (one unit: rtol 1e-5)."""
     from flkit.papers.hics import dissimilarity as DS
     g = torch.Generator().manual_seed(0)
     y = torch.arange(10).repeat(40)
@@ -272,10 +272,34 @@ def test_fig6_cnn_trains_every_client_at_once_with_the_loops_numbers(monkeypatch
             return task
         monkeypatch.setattr(DS, "fig6_task", task_of)
         rows[vec] = DS.run_fig6(cfg, data)
-    assert seen[0] == ("engine", True, X.DROPOUT_STREAM)
+    assert seen[0] == ("engine", False, X.DROPOUT_STREAM)                  # on a CPU: the loop by default
     a, b = rows[True], rows[False]
     pd_cols = ["round", "metric", "client"]
     assert (a[pd_cols].values == b[pd_cols].values).all() and a["round"].max() == 2
     np.testing.assert_allclose(a["value"], b["value"], rtol=1e-5, atol=0)
     moved = a[(a.metric == "grad_norm2")]["value"].to_numpy()
     assert abs(moved[-1] - moved[0]) > 1e-3 * moved[0]                     # training changed the model
+
+
+def test_masked_batch_norm_gradient_is_the_derivative():
+    """The closed-form backward of the masked BatchNorm against finite differences (torch.autograd.gradcheck,
+    float64), with rows left out of the statistics, per-row and per-channel masks, with and without the affine."""
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(5, 3, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(3, generator=g, dtype=torch.float64).add(0.5).requires_grad_(True)
+    b = torch.randn(3, generator=g, dtype=torch.float64, requires_grad=True)
+    rows = torch.tensor([1.0, 1, 1, 0, 0], dtype=torch.float64)[:, None]
+    per_channel = torch.tensor([[1.0, 1, 1], [1, 1, 1], [1, 0, 1], [0, 0, 1], [1, 0, 0]], dtype=torch.float64)
+    for v in (rows, per_channel):
+        n = v.sum(0).expand(3) * 4
+        f = lambda h, w, b: engine._MaskedBatchNorm.apply(h, v, n, w, b, 1e-5)[0]          # noqa: E731
+        assert torch.autograd.gradcheck(f, (h, w, b))
+        assert torch.autograd.gradcheck(lambda h: engine._MaskedBatchNorm.apply(h, v, n, None, None, 1e-5)[0], (h,))
+
+
+def test_the_cnn_trains_its_clients_together_on_a_gpu_and_one_at_a_time_on_a_cpu():
+    assert X.batch_clients("hics_fmnist_paper", torch.device("cuda")) and X.batch_clients("hics_fmnist_paper", "cuda:1")
+    assert not X.batch_clients("hics_fmnist_paper", "cpu")
+    assert all(X.batch_clients(m, "cpu") for m in ("logreg", "hics_cifar10", "hics_cifar100"))
+    task = hics_task("auto")
+    assert task.vectorized is False and task.dropout_stream == X.DROPOUT_STREAM and task.skip_done
