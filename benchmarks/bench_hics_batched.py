@@ -9,7 +9,7 @@ calls ("kernels" on a GPU) and host synchronisations per round, and the wall tim
 
 Setting: ``flkit.papers.hics.experiments.make_task`` with the ``paper`` profile (B = 64, two local epochs, plain
 SGD at eta = 0.001), float32, one thread; the clients are the first M of a shuffled order of setting (2)'s 50
-clients (seed 0's partition of the Fashion-MNIST labels, sizes 240 to ~3,400 images), their images random
+clients (seed 0's partition of the Fashion-MNIST labels, sizes 240 to 2,639 images), their images random
 (the cost does not depend on pixel values; ``--scale`` keeps that fraction of each client's indices). A round
 is one ``EngineTask.client_updates`` call for the M clients of one run (seed 0, round 0); the counted call comes
 first and warms up the timed ones.
