@@ -365,7 +365,10 @@ class _MaskedBatchNorm(torch.autograd.Function):
         centred = flat - mean[:, None]
         var = (torch.linalg.vector_norm(centred, dim=2) ** 2 * v).sum(0) / n   # biased, over the valid rows
         inv = torch.rsqrt(var + eps)
-        out = centred * inv[:, None] if weight is None else torch.addcmul(bias[:, None], centred, (inv * weight)[:, None])
+        if weight is None:
+            out = centred * inv[:, None]
+        else:
+            out = torch.addcmul(bias[:, None], centred, (inv * weight)[:, None])
         return out, mean, var, centred, inv
 
     @staticmethod
@@ -461,7 +464,8 @@ def _dropout_shapes(model: nn.Module, sample: Tensor) -> dict[str, tuple[int, ..
     names = {m: n for n, m in _dropout_layers(model)}
     shapes, hooks = {}, []
     for m, n in names.items():
-        hooks.append(m.register_forward_pre_hook(lambda mod, args, n=n: shapes.__setitem__(n, tuple(args[0].shape[1:]))))
+        hooks.append(m.register_forward_pre_hook(
+            lambda mod, args, n=n: shapes.__setitem__(n, tuple(args[0].shape[1:]))))
     was = model.training
     model.eval()
     try:
