@@ -126,14 +126,16 @@ def count(task, args) -> dict:
     return out
 
 
-def plan(y: np.ndarray, draws: int = 1) -> dict:
+def plan(y: np.ndarray) -> dict:
     """Sequential local steps of the paper profile's jobs (one client at a time vs a round's clients at once: every
-    method of a job trains in one call; ideal DivFL's probe of all N clients is a call of its own) with the K
-    clients of each method drawn uniformly (the samplers' real choices are not simulated), and of Fig. 6(a)."""
+    method of a job trains in one call) with the K clients of each method drawn uniformly (the samplers' real
+    choices are not simulated), and of Fig. 6(a). DivFL's probe of all N clients: with the full-update proxy a
+    training call of its own; with the one-step gradient proxy (the profile's) N full-batch gradients computed
+    one client at a time by either path (``EngineTask.client_gradients``), counted in ``divfl_gradients``."""
     cfg = X.profile("paper")
     K, N, B, R = cfg["k"], cfg["clients"], cfg["batch_size"], cfg["epochs"]
     rng = np.random.default_rng(0)
-    one = batched = 0.0
+    one = batched = grads = 0.0
     for job in X.jobs(cfg):
         part = E.make_partition(y, N, job["alphas"], job["seed"])
         steps = R * -(-np.array([len(i) for i in part.indices]) // B)
@@ -142,13 +144,15 @@ def plan(y: np.ndarray, draws: int = 1) -> dict:
             pairs = np.concatenate(picks)
             one += steps[pairs].sum()
             batched += steps[pairs].max()
-            if "DivFL" in job["methods"]:
+            if "DivFL" in job["methods"] and job.get("divfl_proxy", "update") == "update":
                 one += steps.sum()
                 batched += steps.max()
+            elif "DivFL" in job["methods"] and job["divfl_proxy"] == "gradient":
+                grads += N
     from flkit.papers.hics import dissimilarity as DS
     f = DS.FIG6
     per = f["epochs"] * -(-f["size"] // f["batch_size"])
-    return dict(paper_one=one, paper_batched=batched, fig6_one=f["rounds"] * f["clients"] * per,
+    return dict(paper_one=one, paper_batched=batched, divfl_gradients=grads, fig6_one=f["rounds"] * f["clients"] * per,
                 fig6_batched=f["rounds"] * per)
 
 
@@ -163,13 +167,18 @@ def main(argv=None) -> int:
     ap.add_argument("--md", default=None, help="markdown summary to write (the table, the plan, the platform)")
     ap.add_argument("--estimate", type=int, default=0, help="run paper_estimate this many times per path instead")
     ap.add_argument("--estimate-out", default=None, help="CSV of the --estimate rows")
+    ap.add_argument("--from-csv", default=None, help="read the rows from this CSV of an earlier run (no measuring: "
+                                                      "--plan and --md again)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.estimate:
         return estimate(args.estimate, args.estimate_out)
     y = labels()
     rows = []
-    for M in (int(m) for m in args.clients.split(",")):
+    if args.from_csv:
+        import pandas as pd
+        rows = pd.read_csv(args.from_csv).to_dict("records")
+    for M in ([] if args.from_csv else (int(m) for m in args.clients.split(","))):
         made = {vec: make_round(y, M, vec, args.scale) for vec in (False, True)}
         for vec, (task, a) in made.items():                           # the counted round is the warm-up too
             rows.append(dict(clients=M, path="one client at a time" if vec is False else "batched",
@@ -193,7 +202,8 @@ def main(argv=None) -> int:
     p = plan(y) if args.plan else None
     if p:
         print(f"paper profile: {p['paper_one']:,.0f} sequential steps one client at a time, {p['paper_batched']:,.0f} "
-              f"batched; Fig. 6(a): {p['fig6_one']:,} and {p['fig6_batched']:,}")
+              f"batched (and {p['divfl_gradients']:,.0f} DivFL full-batch gradients one at a time in both); "
+              f"Fig. 6(a): {p['fig6_one']:,} and {p['fig6_batched']:,}")
     if args.out:
         import pandas as pd
         pd.DataFrame(rows)[cols].to_csv(args.out, index=False)
@@ -230,7 +240,8 @@ def write_md(args, rows, p) -> None:
     from flkit.numerics import platform
     pf = platform()
     lines = ["# HiCS-FL Fashion-MNIST CNN: one round's local training, one client at a time vs batched (CPU)", "",
-             f"`{' '.join(['benchmarks/bench_hics_batched.py'] + (sys.argv[1:] if args is not None else []))}` on "
+             f"`{' '.join(['benchmarks/bench_hics_batched.py'] + sys.argv[1:])}`"
+             + (" (the rows of that earlier run, the plan computed anew)" if args.from_csv else "") + " on "
              f"{pf['cpu']} ({pf.get('kernel_path')}), {pf.get('threads')} thread, torch {pf.get('torch')}; "
              f"client data scale {args.scale:g}. Per round (one `EngineTask.client_updates` call, setting (2)'s "
              "clients, B = 64, two epochs): sequential local steps, kernels (ATen calls that call no other ATen "
@@ -244,10 +255,11 @@ def write_md(args, rows, p) -> None:
                      f"{r['cpu_ratio']:.2f} |")
     if p:
         lines += ["", f"Sequential local steps of whole runs: the `paper` profile (Table 1 / Figs. 2, 4(a), 13, 14 "
-                  f"with the CNN; every method of a job in one call, the K clients of each method drawn uniformly, "
-                  f"ideal DivFL's probe of all 50 clients a call of its own) {p['paper_one']:,.0f} one client at a "
-                  f"time, {p['paper_batched']:,.0f} batched; Fig. 6(a) (250 clients x 500 rounds x 8 steps) "
-                  f"{p['fig6_one']:,} and {p['fig6_batched']:,}."]
+                  f"with the CNN; every method of a job in one call, the K clients of each method drawn uniformly) "
+                  f"{p['paper_one']:,.0f} one client at a "
+                  f"time, {p['paper_batched']:,.0f} batched (besides, DivFL's one-step gradient proxy computes "
+                  f"{p['divfl_gradients']:,.0f} full-batch gradients one client at a time in either path); Fig. 6(a) "
+                  f"(250 clients x 500 rounds x 8 steps) {p['fig6_one']:,} and {p['fig6_batched']:,}."]
     Path(args.md).write_text("\n".join(lines) + "\n")
 
 

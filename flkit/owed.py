@@ -213,10 +213,10 @@ _HICS_FMNIST_BASIS = (
     "former 3.2e8), 27 min at ~300k samples/s, the engine's rate for a small CNN on an H100 "
     "(results/benchmarks/engine_h100.csv); evaluation: 60,000 + 10,000 images each round of each run and "
     "method, 7.5e8 forward passes at about a third of a training sample's cost, 14 min; ~41 min in all; "
-    "a round's clients train together (the engine's grouped path with per-client BatchNorm): ~0.5M sequential "
-    "local steps instead of 7.8M one client at a time (benchmarks/bench_hics_batched.py --plan), at ~290 kernels "
-    "a step a launch floor of ~10 min, below the compute; the CNN has not been timed on a GPU: priced at "
-    "1.5 x 41 min")
+    "a round's clients train together (the engine's grouped path with per-client BatchNorm): ~0.28M sequential "
+    "local steps instead of 2.0M one client at a time, besides DivFL's 150,000 full-batch gradients one client at "
+    "a time (benchmarks/bench_hics_batched.py --plan), at ~290 kernels a step a launch floor of ~6 min, below the "
+    "compute; the CNN has not been timed on a GPU: priced at 1.5 x 41 min")
 # the four cheap methods of setting (2), 3 seeds x 200 rounds x 5 clients x 4 methods = 12,000 client trainings
 # (2.9e7 samples) and 12 x 200 evaluations of 70,000 images (1.7e8 forward passes)
 _S2_TRAININGS, _S2_EVALS = 12_000, 12 * 200 * 70_000
