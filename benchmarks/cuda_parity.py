@@ -82,10 +82,11 @@ def main(argv=None) -> None:
         batches = torch.randint(0, 512, (6, 5, 16), device=dev, generator=g)
         ref, _ = engine.local_train(net, P, x, y, batches, lr=0.05, momentum=0.9, vectorized=False)
         for path in ("grouped", "vmap"):
-            if path == "grouped" and not engine.supports_grouped(net):
+            if path == "grouped" and not engine.supports_grouped(net, buffers=True):
                 continue
             out, _ = engine.local_train(net, P, x, y, batches, lr=0.05, momentum=0.9, vectorized=path)
             rows.append((f"engine {path}", name, rel(out, ref)))
+    rows += hics_rows(dev, g)
     net = models.build("cvar_mlp").to(dev)
     x = torch.rand(400, 1, 28, 28, device=dev, generator=g)
     y = torch.randint(0, 10, (400,), device=dev, generator=g)
@@ -118,6 +119,28 @@ def _report(dev, rows, out) -> None:
             w.writerow(["path", "model", "relative_difference", "device", "torch"])
             w.writerows([(p, m, f"{r:.3e}", name, torch.__version__) for p, m, r in rows])
         print(f"wrote {out}")
+
+
+def hics_rows(dev, g) -> list:
+    """The HiCS-FL Fashion-MNIST CNN (BatchNorm, PReLU, dropout) as its runs train it on a GPU: clients of unequal
+    sizes (padded short batches), dropout masks per client, steps only for the clients that still have them
+    (eta = 0.001, inputs centred as the runs'). Yardstick: float32's own rounding error, the float32 reference
+    against the same loop in float64."""
+    net = models.build("hics_fmnist_paper").to(dev)
+    sizes = [300, 90, 150, 20, 211]
+    x = (torch.rand(sum(sizes), 1, 28, 28, device=dev, generator=g) - 0.5) / 0.5
+    y = torch.randint(0, 10, (sum(sizes),), device=dev, generator=g)
+    P = engine.stack(net, len(sizes), torch_gen(0, "init", dev))
+    gens = lambda tag: [torch_gen(i, tag, dev) for i in range(len(sizes))]  # noqa: E731
+    batches, steps = engine.epoch_batches(sizes, 64, 2, generators=gens("batch"), last="pad")
+    keep = engine.dropout_masks(net, x[:1], 64, steps.tolist(), gens("dropout"))
+    kw = dict(steps=steps, lr=0.001, dropout_keep=keep)
+    ref, _ = engine.local_train(net, P, x, y, batches, vectorized=False, **kw)
+    out, _ = engine.local_train(net, P, x, y, batches, vectorized="grouped", skip_done=True, **kw)
+    exact, _ = engine.local_train(net.double(), {k: v.double() for k, v in P.items()}, x.double(), y, batches,
+                                  vectorized=False, **kw)
+    return [("engine grouped, padded, dropout masks", "hics_fmnist_paper", rel(out, ref)),
+            ("  yardstick: float32 loop vs float64 loop", "hics_fmnist_paper", rel(ref, exact))]
 
 
 def fused_rows(dev, g) -> list:

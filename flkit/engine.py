@@ -21,23 +21,30 @@ optimiser state untouched (the per-model Adam counter k only counts real steps).
 
 Three implementations of the same rule (``vectorized=``):
   * ``"grouped"``: a hand-written forward for flat Sequential stacks of Conv2d/Linear/pooling/
-    elementwise layers: the M models' convolutions run as one grouped convolution (models stacked
-    along the channel axis, ``groups=M``) and their Linear layers as one ``baddbmm``; autograd of the
-    summed per-model losses gives every model's gradient (the models do not interact).
+    elementwise/PReLU/BatchNorm layers: the M models' convolutions run as one grouped convolution (models
+    stacked along the channel axis, ``groups=M``), their Linear layers as one ``baddbmm``, their BatchNorms
+    as one native BatchNorm over the M x C channels (so each model's batch and running statistics are its
+    own); autograd of the summed per-model losses gives every model's gradient (the models do not interact).
   * ``"vmap"``: ``torch.func.vmap`` of ``functional_call`` over the stacked parameters (any model, incl.
     BatchNorm with per-model running statistics, PReLU, Dropout with ``randomness="different"``), and
     the same single autograd backward. (Not ``vmap(grad(loss))``: that form crashes on normalization
     layers under autocast, pytorch/pytorch#184890, and gave no speed-up over this one on CPU.)
   * ``False``: a plain loop over models with ``nn.Module`` copies and ``torch.optim`` (the reference).
-``True`` picks "grouped" when the model supports it and "vmap" otherwise.
+``True`` picks "grouped" when the model supports it (:func:`supports_grouped` with ``buffers=True``) and
+"vmap" otherwise.
+
+Padded batches (index -1, a short last batch) and BatchNorm: the vectorized paths leave the padded slots
+out of each model's batch statistics (on the steps that have any), so a step equals the reference's shorter
+batch. Dropout: ``dropout_keep`` gives every path the same keep masks (:func:`dropout_masks` draws them
+from one generator per model), else each path draws from torch's global RNG (see Randomness).
 
 :class:`FastSGD` is a fourth implementation of the rule for plain SGD on grouped-family models only,
 built for long chains of small steps: a batched objective (the M models' losses in one call), static
 tensors updated in place, CUDA-graph replay of each step on a GPU, and the Triton kernels of
 :mod:`flkit.fused` as an optional backend.
 
-Randomness: dropout masks use torch's global RNG in every path (seed it with ``torch.manual_seed``
-for repeatable runs); the vectorized and sequential paths draw different masks.
+Randomness: without ``dropout_keep``, dropout masks use torch's global RNG in every path (seed it with
+``torch.manual_seed`` for repeatable runs); the vectorized and sequential paths draw different masks.
 """
 from __future__ import annotations
 
@@ -54,7 +61,7 @@ from torch.func import functional_call, vmap
 __all__ = [
     "stack", "stack_copies", "unstack", "to_module", "take", "put", "cross_entropy", "supports_grouped",
     "grouped_forward", "local_train", "evaluate", "per_class_accuracy", "epoch_batches", "sample_batches",
-    "BatchStream", "FastSGD",
+    "BatchStream", "FastSGD", "dropout_masks",
 ]
 
 Params = dict[str, Tensor]
@@ -176,31 +183,96 @@ def cross_entropy(logits: Tensor, y: Tensor, p: Params | None = None) -> Tensor:
 _ELEMENTWISE = (nn.ReLU, nn.LeakyReLU, nn.Tanh, nn.Sigmoid, nn.Dropout, nn.Identity, nn.Softmax, nn.LogSoftmax)
 
 
-def supports_grouped(model: nn.Module) -> bool:
+def supports_grouped(model: nn.Module, buffers: bool = False) -> bool:
     """True for flat ``nn.Sequential`` stacks of Conv2d, Linear, MaxPool2d/AvgPool2d, Flatten and
-    elementwise layers (ReLU, LeakyReLU, Tanh, Sigmoid, Dropout, Softmax over the last axis), without buffers."""
-    if not isinstance(model, nn.Sequential) or any(True for _ in model.buffers()):
+    elementwise layers (ReLU, LeakyReLU, Tanh, Sigmoid, Dropout, Softmax over the last axis), without buffers.
+
+    With ``buffers=True`` (the family :func:`local_train` trains on the grouped path) also PReLU and BatchNorm
+    (BatchNorm2d on images, BatchNorm1d on flat features; momentum not None): each model's batch and running
+    statistics are its own channels of one native BatchNorm over the M models' stacked channels."""
+    if not isinstance(model, nn.Sequential):
         return False
+    if not buffers and any(True for _ in model.buffers()):
+        return False
+    layout = "flat"                     # what the layer sees: images (after a conv or pool) or flat features
     for layer in model:
         t = type(layer)
         if t is nn.Conv2d:
             if layer.padding_mode != "zeros":
                 return False
+            layout = "image"
+        elif t in (nn.MaxPool2d, nn.AvgPool2d):
+            layout = "image"
         elif t is nn.Flatten:
             if (layer.start_dim, layer.end_dim) != (1, -1):
                 return False
+            layout = "flat"
+        elif t is nn.Linear:
+            layout = "flat"
         elif t in (nn.Softmax, nn.LogSoftmax):
             if layer.dim not in (-1, 1):
                 return False
-        elif t not in (nn.Linear, nn.MaxPool2d, nn.AvgPool2d) + _ELEMENTWISE:
+        elif buffers and t is nn.PReLU:
+            pass
+        elif buffers and t in (nn.BatchNorm1d, nn.BatchNorm2d):
+            if layer.momentum is None or (t is nn.BatchNorm2d) != (layout == "image"):
+                return False
+        elif t not in _ELEMENTWISE:
             return False
     return True
 
 
-def grouped_forward(model: nn.Sequential, params: Params, x: Tensor, shared: bool = False) -> Tensor:
+def _channels_first(h: Tensor, layout: str, M: int) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
+    """h as (B, M*C, ...) with each model's channels side by side, and the map back to the layout."""
+    if layout == "grouped":
+        return h, lambda t: t
+    B, rest = h.shape[1], h.shape[2:]                                    # batched: (M, B, C)
+    return h.transpose(0, 1).reshape(B, -1), lambda t: t.reshape(B, M, *rest).transpose(0, 1)
+
+
+def _grouped_batch_norm(layer, name: str, params: Params, buffers: Params | None, h: Tensor, layout: str, M: int,
+                        valid: Tensor | None, new_buffers: dict | None) -> Tensor:
+    """BatchNorm of M models at once: their channels are the channels of one native BatchNorm (per-model
+    batch statistics and running statistics); with ``valid`` (M, B), statistics over the valid rows only."""
+    hc, back = _channels_first(h, layout, M)
+    w, b = params.get(name + ".weight"), params.get(name + ".bias")
+    w = None if w is None else w.reshape(-1)
+    b = None if b is None else b.reshape(-1)
+    tracked = buffers is not None and name + ".running_mean" in buffers
+    rm = buffers[name + ".running_mean"].reshape(-1) if tracked else None
+    rv = buffers[name + ".running_var"].reshape(-1) if tracked else None
+    if not layer.training:
+        if not tracked:
+            out = F.batch_norm(hc, None, None, w, b, True, 0.0, layer.eps)
+        else:
+            out = F.batch_norm(hc, rm, rv, w, b, False, 0.0, layer.eps)
+        return back(out)
+    if valid is None:
+        rm = None if rm is None else rm.clone()
+        rv = None if rv is None else rv.clone()
+        out = F.batch_norm(hc, rm, rv, w, b, True, layer.momentum, layer.eps)
+    else:
+        C = hc.shape[1] // M
+        v = valid.transpose(0, 1).repeat_interleave(C, dim=1)             # (B, M*C)
+        out, rm, rv = _masked_batch_norm(hc, v, w, b, rm, rv, layer.momentum, layer.eps)
+    if tracked and new_buffers is not None:
+        new_buffers[name + ".running_mean"], new_buffers[name + ".running_var"] = rm.view(M, -1), rv.view(M, -1)
+    return back(out)
+
+
+def grouped_forward(model: nn.Sequential, params: Params, x: Tensor, shared: bool = False,
+                    keep: dict[str, Tensor] | None = None, buffers: Params | None = None,
+                    valid: Tensor | None = None, new_buffers: dict | None = None) -> Tensor:
     """Logits (M, B, classes) of M stacked models on inputs x (M, B, ...) or, with ``shared``, on one
     batch x (B, ...) seen by all models. Image activations are kept as (B, M*C, H, W) (model-major
-    channels) so every conv layer of the M models is one grouped convolution."""
+    channels) so every conv layer of the M models is one grouped convolution, every BatchNorm one native
+    BatchNorm over the M*C channels and every PReLU one native PReLU.
+
+    ``keep``: the Dropout layers' keep masks of this step, name -> bool (M, B, *activation shape) (see
+    :func:`dropout_masks`); without them Dropout draws from torch's global RNG. ``buffers``: the stacked
+    BatchNorm running statistics (M, C) (training mode: the batch statistics normalise, and the updated
+    running statistics go to ``new_buffers``; eval mode: the running statistics normalise). ``valid``
+    (M, B) bool: the rows that count in BatchNorm's batch statistics (None: all)."""
     M = next(iter(params.values())).shape[0]
     h, layout = x, ("shared" if shared else "batched")  # batched: (M, B, ...); grouped: (B, M*C, H, W)
     for name, layer in model.named_children():
@@ -210,6 +282,8 @@ def grouped_forward(model: nn.Sequential, params: Params, x: Tensor, shared: boo
             else:
                 h = h.repeat(1, M, 1, 1)
             layout = "grouped"
+        if isinstance(layer, (_BN, nn.PReLU)) and layout == "shared":
+            h, layout = h.expand(M, *h.shape), "batched"
         if isinstance(layer, nn.Conv2d):
             b = params.get(name + ".bias")
             h = F.conv2d(h, params[name + ".weight"].flatten(0, 1), None if b is None else b.flatten(),
@@ -231,9 +305,203 @@ def grouped_forward(model: nn.Sequential, params: Params, x: Tensor, shared: boo
             if layout == "grouped":
                 raise ValueError(f"layer {name!r}: Softmax is supported on logits only")
             h = (F.softmax if isinstance(layer, nn.Softmax) else F.log_softmax)(h, dim=-1)
+        elif isinstance(layer, _BN):
+            if (layout == "grouped") != isinstance(layer, nn.BatchNorm2d) or h.dim() != (4 if layout == "grouped"
+                                                                                         else 3):
+                raise ValueError(f"layer {name!r}: BatchNorm2d on images and BatchNorm1d on flat features only")
+            h = _grouped_batch_norm(layer, name, params, buffers, h, layout, M, valid, new_buffers)
+        elif isinstance(layer, nn.PReLU):
+            w = params[name + ".weight"]                                  # (M, 1) or (M, C)
+            if layout == "grouped":
+                C = h.shape[1] // M
+                h = F.prelu(h, w.expand(M, C).reshape(-1))
+            else:
+                h = torch.where(h > 0, h, w.view(M, 1, -1) * h)
+        elif isinstance(layer, nn.Dropout) and keep is not None and layer.training:
+            k = keep[name]                                            # (M, B, *shape)
+            if layout == "grouped":
+                k = k.transpose(0, 1).reshape(h.shape)
+            elif layout == "shared":
+                raise ValueError(f"layer {name!r}: dropout masks need each model's own batch (not shared=True)")
+            h = _drop(h, k, layer.p)
         else:
             h = layer(h)
     return h
+
+
+# ------------------------------------------------------------- per-model BatchNorm and dropout masks
+_BN = nn.modules.batchnorm._BatchNorm
+
+
+def _drop(h: Tensor, keep: Tensor, p: float) -> Tensor:
+    """Inverted dropout with a given keep mask (bool, h's shape): h * keep / (1 - p) (0 when p = 1)."""
+    scale = 0.0 if p >= 1 else 1.0 / (1.0 - p)
+    return h * (keep.to(h.dtype) * scale)
+
+
+class _KeepMask(nn.Module):
+    """Stands in for an ``nn.Dropout`` in the sequential reference: applies ``self.keep`` (set per step)."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p, self.keep = p, None
+
+    def forward(self, h: Tensor) -> Tensor:
+        return _drop(h, self.keep, self.p) if self.training else h
+
+
+class _MaskedBatchNorm(torch.autograd.Function):
+    """out = (h - mean) / sqrt(var + eps) * w + b for h (B, C, P), mean and biased var over the rows with v = 1
+    (v: (B, 1) or (B, C) of 0/1) and the P positions, n = their count per channel; also returns mean and var.
+    The backward in closed form (a few passes over h instead of autograd's chain of elementwise ops): with
+    xhat = (h - mean) / sqrt(var + eps), k = w / sqrt(var + eps) and sums over every row and position,
+    dL/db = sum g, dL/dw = sum g xhat, dL/dh = k (g - v (sum g + xhat sum g xhat) / n): the rows left out of
+    the statistics (v = 0) get the direct term only."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(flat, v, n, weight, bias, eps):
+        mean = (flat.sum(2) * v).sum(0) / n                                 # row sums first: one pass over h
+        centred = flat - mean[:, None]
+        var = (torch.linalg.vector_norm(centred, dim=2) ** 2 * v).sum(0) / n   # biased, over the valid rows
+        inv = torch.rsqrt(var + eps)
+        if weight is None:
+            out = centred * inv[:, None]
+        else:
+            out = torch.addcmul(bias[:, None], centred, (inv * weight)[:, None])
+        return out, mean, var, centred, inv
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, v, n, weight, _, _ = inputs
+        _, _, _, centred, inv = output
+        ctx.save_for_backward(centred, inv, v, n, weight)
+        ctx.mark_non_differentiable(*output[1:])
+        ctx.affine = weight is not None
+
+    @staticmethod
+    def backward(ctx, g, *_):
+        centred, inv, v, n, weight = ctx.saved_tensors
+        gb = g.sum((0, 2))                                                  # sum g
+        gw = (g * centred).sum((0, 2)) * inv                                # sum g xhat
+        k = inv * weight if ctx.affine else inv
+        a = v * ((k * gb) / n)                                              # (B, C): k v sum(g) / n
+        c = v * ((k * gw * inv) / n)                                        # (B, C): coefficient of (h - mean)
+        gx = torch.addcmul(g * k[:, None] - a[..., None], centred, -c[..., None])
+        return gx, None, None, (gw if ctx.affine else None), (gb if ctx.affine else None), None
+
+
+def _masked_batch_norm(h: Tensor, valid: Tensor, weight, bias, running_mean, running_var, momentum: float,
+                       eps: float) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Training-mode BatchNorm of one model's batch h (B, C, ...) whose statistics count only the rows with
+    ``valid`` (B,) true (the padded slots of a short last batch are left out, as if the batch were shorter):
+    mean and biased variance over the valid rows (and spatial positions) normalise every row; the running
+    statistics move by ``momentum`` towards the mean and the unbiased variance, as torch's BatchNorm does.
+    ``valid`` may also be (B, C): a row's validity per channel (the M models' channels side by side)."""
+    work = h.float() if h.dtype in (torch.float16, torch.bfloat16) else h   # statistics in float32 at least
+    C, per = work.shape[1], work[0, 0].numel()                              # channels, values per row and channel
+    v = valid.to(work.dtype)
+    v = v[:, None] if v.dim() == 1 else v                                   # (B, 1) or (B, C)
+    n = v.sum(0) * per                                                      # values per channel
+    n = n.expand(C) if n.numel() == 1 else n
+    out, mean, var, _, _ = _MaskedBatchNorm.apply(work.reshape(work.shape[0], C, per), v, n, weight, bias, eps)
+    out = out.view(work.shape)
+    new_mean = new_var = None
+    if running_mean is not None:
+        m = momentum
+        new_mean = (1 - m) * running_mean + m * mean.to(running_mean.dtype)
+        new_var = (1 - m) * running_var + m * (var * (n / (n - 1))).to(running_var.dtype)
+    return out.to(h.dtype), new_mean, new_var
+
+
+def _sub(tree: Params, name: str) -> Params:
+    pre = name + "."
+    return {k[len(pre):]: v for k, v in tree.items() if k.startswith(pre)}
+
+
+def _walk_forward(model: nn.Sequential, p: Params, bufs: Params, xb: Tensor, valid: Tensor | None,
+                  keep: dict[str, Tensor] | None) -> tuple[Tensor, Params]:
+    """One model of a flat Sequential in training mode, layer by layer (vmapped over models by the caller):
+    BatchNorm with statistics over the rows where ``valid`` (None: all rows), Dropout with the given keep
+    masks (None: torch's RNG); every other layer through ``functional_call``. Returns the logits and the
+    BatchNorm running statistics after the step."""
+    h, new_bufs = xb, {}
+    for name, layer in model.named_children():
+        lp, lb = _sub(p, name), _sub(bufs, name)
+        if isinstance(layer, _BN):
+            if valid is not None:
+                h, rm, rv = _masked_batch_norm(h, valid, lp.get("weight"), lp.get("bias"), lb.get("running_mean"),
+                                               lb.get("running_var"), layer.momentum, layer.eps)
+                if rm is not None:
+                    new_bufs[name + ".running_mean"], new_bufs[name + ".running_var"] = rm, rv
+            else:  # torch's own BatchNorm on clones of the running statistics (updated in place)
+                lb = {k: v.clone() for k, v in lb.items()}
+                for k, v in layer.named_buffers():
+                    if not v.is_floating_point():
+                        lb[k] = v.clone()
+                h = functional_call(layer, (lp, lb), (h,))
+                new_bufs.update({f"{name}.{k}": v for k, v in lb.items() if v.is_floating_point()})
+        elif isinstance(layer, nn.Dropout) and keep is not None:
+            h = _drop(h, keep[name], layer.p)
+        else:
+            h = functional_call(layer, (lp, lb), (h,)) if (lp or lb) else layer(h)
+    return h, new_bufs
+
+
+def _dropout_layers(model: nn.Module) -> list[tuple[str, nn.Dropout]]:
+    """The Dropout layers of a model; keep masks need them as direct children of a flat Sequential."""
+    drops = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.modules.dropout._DropoutNd)]
+    kids = dict(model.named_children()) if isinstance(model, nn.Sequential) else {}
+    bad = [n for n, m in drops if kids.get(n) is not m or type(m) is not nn.Dropout]
+    if bad:
+        raise ValueError(f"dropout masks need nn.Dropout layers as children of a flat nn.Sequential; {bad} are not")
+    return drops
+
+
+@torch.no_grad()
+def _dropout_shapes(model: nn.Module, sample: Tensor) -> dict[str, tuple[int, ...]]:
+    """The per-sample input shape of each Dropout layer, from one forward of ``sample`` (1, ...) in eval mode."""
+    names = {m: n for n, m in _dropout_layers(model)}
+    shapes, hooks = {}, []
+    for m, n in names.items():
+        hooks.append(m.register_forward_pre_hook(
+            lambda mod, args, n=n: shapes.__setitem__(n, tuple(args[0].shape[1:]))))
+    was = model.training
+    model.eval()
+    try:
+        model(sample)
+    finally:
+        model.train(was)
+        for hk in hooks:
+            hk.remove()
+    return shapes
+
+
+def dropout_masks(model: nn.Module, sample: Tensor, batch_size: int, steps, generators,
+                  device=None) -> dict[str, Tensor]:
+    """Keep masks for the Dropout layers of a flat Sequential, for :func:`local_train`'s ``dropout_keep``:
+    name -> bool (M, S, B, *shape), S = max(steps), True where a unit is kept.
+
+    Model m draws ``torch.rand(steps[m], B, *shape)`` (float32) from ``generators[m]`` for each Dropout layer
+    in order and keeps the units whose number is >= p, so its masks depend on its own generator and
+    steps only (not on the other models of the call); rows past steps[m] are True (unused). ``steps``:
+    host ints (a list or array, one per model); ``sample``: one input (1, ...) to find the activation shapes."""
+    B = _count(batch_size, "batch_size")
+    steps = [int(s) for s in (steps.tolist() if isinstance(steps, Tensor) else steps)]
+    gens = list(generators)
+    if len(gens) != len(steps):
+        raise ValueError(f"one generator per model: {len(steps)} steps, {len(gens)} generators")
+    layers = dict(_dropout_layers(model))
+    shapes = _dropout_shapes(model, sample) if layers else {}
+    S = max(steps, default=0)
+    dev = torch.device(device) if device is not None else (gens[0].device if gens else sample.device)
+    out = {n: torch.ones(len(steps), S, B, *shapes[n], dtype=torch.bool, device=dev) for n in layers}
+    for m, (g, st) in enumerate(zip(gens, steps)):
+        for n, layer in layers.items():
+            if st:
+                u = torch.rand(st, B, *shapes[n], generator=g, device=g.device, dtype=torch.float32)
+                out[n][m, :st] = u >= layer.p
+    return out
 
 
 # ------------------------------------------------------------------------------------- local train
@@ -295,7 +563,8 @@ def local_train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches:
                 momentum: float = 0.0, weight_decay: float = 0.0, prox_mu: float = 0.0, anchor: Params | None = None,
                 objective: Objective | None = None, steps: Tensor | None = None, opt: str = "sgd",
                 opt_state: dict | None = None, vectorized: bool | str = True, betas: tuple[float, float] = (0.9, 0.999),
-                eps: float = 1e-8, autocast_dtype: torch.dtype | None = None) -> tuple[Params, dict]:
+                eps: float = 1e-8, autocast_dtype: torch.dtype | None = None,
+                dropout_keep: dict[str, Tensor] | None = None, skip_done: bool = False) -> tuple[Params, dict]:
     """Train M models on their own minibatches (update rule in the module docstring).
 
     Args:
@@ -316,6 +585,18 @@ def local_train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches:
             Per-model constants (e.g. a CVaR level per run) can ride along as extras with lr 0.
         vectorized: True (auto), "grouped", "vmap", or False (sequential reference loop).
         autocast_dtype: e.g. torch.bfloat16 to run the forward/backward under autocast (params stay fp32).
+        dropout_keep: keep masks of the model's Dropout layers, name -> bool (M, S, B, *activation shape)
+            (:func:`dropout_masks` draws them from one generator per model); every path applies them
+            (h * keep / (1 - p)), so all paths give the same numbers. None: torch's global RNG, which
+            the paths draw from differently.
+        skip_done: vectorized paths: a step computes only the models that still have steps (the models are
+            ordered by their steps for the call, so those are a leading block of the stack, and put back at the
+            end), where by default every step computes all M and masks the finished ones. Saves the finished
+            models' arithmetic (on a CPU, where it costs time); same numbers up to rounding.
+
+    BatchNorm (grouped and vmap paths): each model's batch statistics and running statistics are its own; padded slots
+    (index -1) are left out of the batch statistics, so a padded short batch equals the shorter batch of
+    the sequential reference (the vmap path then walks the flat Sequential layer by layer).
 
     Returns:
         (params, opt_state): new dict (the input is not modified) and the optimiser state
@@ -348,53 +629,105 @@ def local_train(model: nn.Module, params: Params, x: Tensor, y: Tensor, batches:
         anchor = {k: (params if anchor is None else anchor)[k].detach() for k in pnames}
     state = _init_opt_state(opt, momentum, P, trainable, M) if opt_state is None else _clone(opt_state)
     hp = dict(opt=opt, momentum=momentum, weight_decay=weight_decay, prox_mu=prox_mu, betas=betas, eps=eps)
+    if dropout_keep is not None:
+        names = {n for n, _ in _dropout_layers(model)}
+        if set(dropout_keep) != names:
+            raise ValueError(f"dropout_keep must have one mask per Dropout layer {sorted(names)}, "
+                             f"got {sorted(dropout_keep)}")
+        bad = [n for n, k in dropout_keep.items() if k.dtype != torch.bool or k.shape[:3] != batches.shape]
+        if bad:
+            raise ValueError(f"dropout_keep[{bad[0]!r}] must be bool (M, S, B, ...) = {tuple(batches.shape)} + "
+                             f"shape, got {dropout_keep[bad[0]].dtype} {tuple(dropout_keep[bad[0]].shape)}")
+        dropout_keep = {n: k.to(x.device) for n, k in dropout_keep.items()}
     was_training = model.training
     model.train()
     try:
         if vectorized is False:
             _train_sequential(model, P, state, x, y, batches, steps_list, lrs, anchor, objective, pnames, bnames,
-                              extras, hp, autocast_dtype)
+                              extras, hp, autocast_dtype, dropout_keep)
+        elif skip_done and steps_list != sorted(steps_list, reverse=True):
+            order = sorted(range(M), key=lambda m: -steps_list[m])        # stable: ties keep their order
+            o = torch.tensor(order, device=dev)
+            back = torch.argsort(o)
+            P, state = take(P, o), take(state, o)
+            _train_vectorized(model, P, state, x, y, batches[o], [steps_list[m] for m in order], take(lrs, o),
+                              None if anchor is None else take(anchor, o), objective, pnames, bnames, extras, hp,
+                              autocast_dtype, vectorized, None if dropout_keep is None else take(dropout_keep, o),
+                              skip_done=True)
+            P, state = take(P, back), take(state, back)
         else:
             _train_vectorized(model, P, state, x, y, batches, steps_list, lrs, anchor, objective, pnames, bnames,
-                              extras, hp, autocast_dtype, vectorized)
+                              extras, hp, autocast_dtype, vectorized, dropout_keep, skip_done=skip_done)
     finally:
         model.train(was_training)
     return P, state
 
 
 def _train_vectorized(model, P, state, x, y, batches, steps_list, lrs, anchor, objective, pnames, bnames, extras,
-                      hp, autocast_dtype, vectorized):
+                      hp, autocast_dtype, vectorized, keep=None, skip_done=False):
     """Each step: one batched forward of all M models, the M losses summed, one autograd backward (the
-    models share no parameters, so d(sum)/dw_m = d loss_m/dw_m), then the optimiser on the stacks."""
+    models share no parameters, so d(sum)/dw_m = d loss_m/dw_m), then the optimiser on the stacks. With
+    ``skip_done`` the models come ordered by their steps (descending) and a step computes the leading block
+    of those that still have steps (views of the stacks, updated in place)."""
     trainable = pnames + extras
-    path = vectorized if vectorized in ("grouped", "vmap") else ("grouped" if supports_grouped(model) else "vmap")
-    if path == "grouped" and not supports_grouped(model):
-        raise ValueError("vectorized='grouped' needs a flat Sequential of Conv2d/Linear/pool/elementwise layers "
-                         "without buffers; use vectorized='vmap'")
-    if any(m.momentum is None for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)):
+    grouped_ok = supports_grouped(model, buffers=True)
+    path = vectorized if vectorized in ("grouped", "vmap") else ("grouped" if grouped_ok else "vmap")
+    if path == "grouped" and not grouped_ok:
+        raise ValueError("vectorized='grouped' needs a flat Sequential of Conv2d/Linear/pool/elementwise/PReLU/"
+                         "BatchNorm layers; use vectorized='vmap'")
+    bns = [m for m in model.modules() if isinstance(m, _BN)]
+    if any(m.momentum is None for m in bns):
         raise ValueError("BatchNorm with momentum=None (cumulative average) is not supported by the vectorized path")
     int_bufs = {k: v for k, v in model.named_buffers() if not v.is_floating_point()}
+    # steps with a padded slot (one host read for the call): there BatchNorm leaves the padded slots out
+    short = (batches < 0).any(2).any(0).tolist() if batches.shape[1] else []
+    padded = any(short)
+    # vmap: layer by layer where BatchNorm must leave padded slots out or dropout masks are given
+    walk = path == "vmap" and ((padded and bool(bns)) or keep is not None)
+    if walk and (not isinstance(model, nn.Sequential)
+                 or any(sum(1 for _ in layer.children()) for layer in model.children())):
+        raise ValueError("BatchNorm with padded batches, or dropout masks, need a flat nn.Sequential in the vmap "
+                         "path (use last='wrap' batches or vectorized=False)")
 
     def forward_one(p, bufs, xb):  # one model; buffers are cloned so BatchNorm can update them in place
         bufs = {k: v.clone() for k, v in bufs.items()} | {k: v.clone() for k, v in int_bufs.items()}
         return functional_call(model, (p, bufs), (xb,)), {k: bufs[k] for k in bnames}
 
     forward_all = vmap(forward_one, randomness="different")
+    kdim = None if keep is None else 0
+    walk_all = vmap(lambda p, b, xb, kp: _walk_forward(model, p, b, xb, None, kp), in_dims=(0, 0, 0, kdim),
+                    randomness="different")
+    walk_masked = vmap(lambda p, b, xb, v, kp: _walk_forward(model, p, b, xb, v, kp), in_dims=(0, 0, 0, 0, kdim),
+                       randomness="different")
     per_model_objective = cross_entropy if objective is cross_entropy else vmap(objective, randomness="different")
     steps_t = torch.tensor(steps_list, device=batches.device)
-    padded = bool((batches < 0).any())
+    M_all, P_all, state_all, lrs_all, anchor_all = len(steps_list), P, state, lrs, anchor
     for s in range(max(steps_list, default=0)):
-        xb, yb = _gather(x, y, batches[:, s], padded)
+        m = sum(1 for st in steps_list if st > s) if skip_done else M_all     # the leading block still training
+        if m < M_all:
+            cut = slice(0, m)
+            P, state, lrs = take(P_all, cut), take(state_all, cut), take(lrs_all, cut)
+            anchor = None if anchor_all is None else take(anchor_all, cut)
+        idx = batches[:m, s]
+        xb, yb = _gather(x, y, idx, padded)
+        kp = None if keep is None else {n: k[:m, s] for n, k in keep.items()}
+        valid = (idx >= 0) if short[s] and bns else None
         leaves = {k: P[k].detach().requires_grad_(True) for k in trainable}
+        theta, bufs = {k: leaves[k] for k in pnames}, {k: P[k] for k in bnames}
         with _autocast(xb.device, autocast_dtype):
             if path == "grouped":
-                logits, new_bufs = grouped_forward(model, {k: leaves[k] for k in pnames}, xb), {}
+                new_bufs = {}
+                logits = grouped_forward(model, theta, xb, keep=kp, buffers=bufs, valid=valid, new_buffers=new_bufs)
+            elif walk and valid is not None:
+                logits, new_bufs = walk_masked(theta, bufs, xb, valid, kp)
+            elif walk:
+                logits, new_bufs = walk_all(theta, bufs, xb, kp)
             else:
-                logits, new_bufs = forward_all({k: leaves[k] for k in pnames}, {k: P[k] for k in bnames}, xb)
+                logits, new_bufs = forward_all(theta, bufs, xb)
         losses = per_model_objective(logits.float() if autocast_dtype else logits, yb, leaves)  # (M,)
         grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in trainable], allow_unused=True)
         g = {k: torch.zeros_like(P[k]) if gk is None else gk for k, gk in zip(trainable, grads)}
-        active = None if all(st > s for st in steps_list) else (steps_t > s)
+        active = None if all(st > s for st in steps_list[:m]) else (steps_t[:m] > s)
         _update(P, g, {k: v.detach() for k, v in new_bufs.items()}, state, lrs, active, pnames, extras, anchor, **hp)
 
 
@@ -438,13 +771,17 @@ def _update(P, g, new_bufs, state, lrs, active, pnames, extras, anchor, *, opt, 
 
 
 def _train_sequential(model, P, state, x, y, batches, steps_list, lrs, anchor, objective, pnames, bnames, extras,
-                      hp, autocast_dtype):
+                      hp, autocast_dtype, keep=None):
     """The reference: one nn.Module copy and one torch.optim optimiser per model, trained in turn."""
     first = P[pnames[0]]
     lrs = {k: v.tolist() for k, v in lrs.items()}
     padded = bool((batches < 0).any())
     for m, n_steps in enumerate(steps_list):
         net = _load(copy.deepcopy(model).to(device=first.device, dtype=first.dtype), unstack(P, m)).train()
+        masks = {}
+        if keep is not None:   # the Dropout layers apply the given masks
+            for n in keep:
+                masks[n] = net._modules[n] = _KeepMask(net._modules[n].p)
         named = dict(net.named_parameters()) | {k: P[k][m].clone().requires_grad_(True) for k in extras}
         groups = [{"params": [t], "lr": float(lrs[k][m]), "weight_decay": 0.0 if k in extras else hp["weight_decay"]}
                   for k, t in named.items()]
@@ -462,6 +799,9 @@ def _train_sequential(model, P, state, x, y, batches, steps_list, lrs, anchor, o
                                       "exp_avg_sq": state["exp_avg_sq"][k][m].clone()}
         for s in range(n_steps):
             idx = batches[m, s]
+            if keep is not None:
+                for n, mod in masks.items():
+                    mod.keep = keep[n][m, s][idx >= 0] if padded else keep[n][m, s]
             idx = idx[idx >= 0] if padded else idx
             with _autocast(first.device, autocast_dtype):
                 logits = net(x[idx])

@@ -4,8 +4,8 @@ Every model is a :class:`Net` (an ``nn.Sequential`` with an ``init_weights()`` m
 
 * :func:`flkit.engine.stack` can draw M independent initialisations by re-running ``init_weights``
   under a seeded generator, and
-* :mod:`flkit.engine` can train plain conv/linear/ReLU/max-pool stacks with its grouped fast path
-  (models with BatchNorm or PReLU go through ``torch.func.vmap`` instead).
+* :mod:`flkit.engine` can train conv/linear/ReLU/max-pool stacks, with PReLU and BatchNorm too, with its
+  grouped fast path (other layers go through ``torch.func.vmap``).
 
 Architectures follow the authors' public code; each docstring names the repository (@ commit) and the file,
 and book/appendix/provenance.md lists them. Where our model departs from the code, the docstring says so.

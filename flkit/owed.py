@@ -191,9 +191,13 @@ _CVAR_SCALING_CPU_BASIS = ("cvar_sweep.py mnist --profile paper --set input_scal
 # measured 38.5 ms per run-step (same LeNet shapes; a 3-round trial of the 65 stacked models did not end within
 # 8 minutes here, so it was stopped)
 _CVAR_TABLE1_CPU_H = 1_932_000 * 38.52e-3 / 3600
-# HiCS-FL, the document's CNN: 0.687 s per client training (2 epochs x ~1,200 images) on one thread of this CPU
-# (experiments.paper_estimate, stored as results/hics/3c99a238bd2b822c.csv): 0.29 ms per training sample.
-_HICS_S_PER_CLIENT = 0.687
+# HiCS-FL, the document's CNN: 0.98 s per client training (2 epochs x ~1,200 images) on one thread of this CPU, pinned
+# to core 0, with the one-client loop that the CNN keeps on a CPU (experiments.batch_clients); a round's clients
+# trained together took 1.08 s in the same trial (experiments.paper_estimate twice per path, the paths taking turns:
+# benchmarks/bench_hics_batched.py --estimate 2, results/benchmarks/hics_paper_estimate_cpu.csv, 2026-11-27). An
+# earlier trial of the loop gave 0.687 s (results/hics/3c99a238bd2b822c.csv), the rate the extrapolations to
+# other CNNs below keep: 0.29 ms per training sample.
+_HICS_S_PER_CLIENT = 0.98
 _HICS_MS_PER_SAMPLE = 0.687 / 2400 * 1e3
 # FedAU, the authors' CNN on Fashion-MNIST, extrapolated from the HiCS-FL CNN's measured rates (a CNN of similar
 # size, 0.29 ms per training sample and 0.62 ms per evaluation forward on one thread): a run is 2.1e7 training
@@ -209,14 +213,16 @@ _HICS_FMNIST_BASIS = (
     "former 3.2e8), 27 min at ~300k samples/s, the engine's rate for a small CNN on an H100 "
     "(results/benchmarks/engine_h100.csv); evaluation: 60,000 + 10,000 images each round of each run and "
     "method, 7.5e8 forward passes at about a third of a training sample's cost, 14 min; ~41 min in all; "
-    "the CNN trains one client at a time (BatchNorm/PReLU keep it off the batched path), so the kernel-launch "
-    "floor alone is ~37 min: likely 2-4 h, priced here at 3 x 41 min")
+    "a round's clients train together (the engine's grouped path with per-client BatchNorm): ~0.28M sequential "
+    "local steps instead of 2.0M one client at a time, besides DivFL's 150,000 full-batch gradients one client at "
+    "a time (benchmarks/bench_hics_batched.py --plan), at ~290 kernels a step a launch floor of ~6 min, below the "
+    "compute; the CNN has not been timed on a GPU: priced at 1.5 x 41 min")
 # the four cheap methods of setting (2), 3 seeds x 200 rounds x 5 clients x 4 methods = 12,000 client trainings
 # (2.9e7 samples) and 12 x 200 evaluations of 70,000 images (1.7e8 forward passes)
 _S2_TRAININGS, _S2_EVALS = 12_000, 12 * 200 * 70_000
 _ALL_TRAININGS, _ALL_EVALS = 203_000, 7.5e8
 _S2_SHARE = (_S2_TRAININGS * 2400 + _S2_EVALS / 3) / (_ALL_TRAININGS * 2400 + _ALL_EVALS / 3)
-_HICS_GPU_MIN = 3 * 41      # 41 min at the engine's batched rate, x3 for the one-client-at-a-time loop (2-4 h)
+_HICS_GPU_MIN = 1.5 * 41    # 41 min at the engine's batched rate, x1.5: this CNN was not timed on a GPU
 
 
 # one evaluation of the CNN (test accuracy on 10,000 images and training loss on 60,000: 70,000 forwards) took
@@ -272,8 +278,9 @@ ITEMS = [
          "estimated from " + _HICS_FMNIST_BASIS + "; this item's share: 2.9e7 samples and 1.7e8 evaluation forwards "
          "(12 % of the work)",
          _hics_cpu_min(_S2_TRAININGS, _S2_EVALS) / 3,
-         "measured: 0.687 s per client training of the CNN on one thread of this CPU "
-         "(results/hics/3c99a238bd2b822c.csv) x 12,000 trainings (2.3 h), and 43.3 s per evaluation of the 70,000 "
+         "measured: 0.98 s per client training of the CNN on one thread of this CPU, one client at a time as "
+         "the CNN trains on a CPU (results/benchmarks/hics_paper_estimate_cpu.csv; its clients trained together: "
+         "1.08 s) x 12,000 trainings (3.3 h), and 43.3 s per evaluation of the 70,000 "
          "images x 2,400 run-method rounds (29 h: every round is evaluated)", cpu_measured=True, data=("fashion-mnist",),
          part_of="hics-fmnist-paper"),
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
@@ -348,18 +355,24 @@ ITEMS = [
          _HICS_GPU_MIN * (1 - _S2_SHARE) / 16,
          "estimated from " + _HICS_FMNIST_BASIS + " (less hics-fmnist-s2's share)",
          _hics_cpu_min(_ALL_TRAININGS - _S2_TRAININGS, _ALL_EVALS - _S2_EVALS) / 16,
-         "measured: 0.687 s per client training on one thread of this CPU x 191,000 trainings (DivFL "
+         "measured: 0.98 s per client training on one thread of this CPU (one client at a time, as the CNN "
+         "trains on a CPU) x 191,000 trainings (DivFL "
          "trains all 50 clients every round), and 43.3 s per evaluation of the 70,000 images x ~8,300 run-method "
          "rounds", cpu_measured=True, data=("fashion-mnist",)),
     Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
          "client in every round) with the document's CNN; the theory page runs logistic regression",
          "book/hics/theory", "python scripts/hics_fig6.py --model hics_fmnist_paper --device cuda --max-minutes 8",
          _hics_fig6, 14, "Fig. 6(a)'s scatter with the document's CNN: a check of Assumption 1, no number to match",
-         30.0, "estimated: 500 rounds x 250 clients x 8 SGD steps, one client at a time (the CNN has batch norm, "
-               "so not the batched path), at ~1.5 ms a step, plus 50 x 250 full-batch gradients",
-         500 * 5.0,
-         "extrapolated: about 5 min a round on one thread (the earlier estimate: 250 clients one at a time, 50 "
-         "rounds also computing 250 full-batch gradients); a one-round trial here did not end within 3 minutes",
+         6.0, "estimated: the 250 clients of a round train together (the engine's grouped path with per-client "
+              "BatchNorm): 4,000 sequential steps (500 rounds x 8; 1,000,000 one client at a time) over 6e7 "
+              "training samples, ~3.5 min at ~300k samples/s (the engine's rate for a small CNN on an H100, "
+              "results/benchmarks/engine_h100.csv), plus 50 x 250 full-batch gradients one client at a time "
+              "(~1 min) and 50 test evaluations: about 5 min",
+         440.0,
+         "extrapolated from the CNN's measured 0.98 s per client training of 2,400 samples on one thread (0.41 ms "
+         "a sample, one client at a time as the CNN trains on a CPU, results/benchmarks/hics_paper_estimate_cpu.csv): "
+         "6e7 training samples (6.8 h), 50 x 250 full-batch gradients on 240 images (3e6 samples, ~20 min) and 50 "
+         "test evaluations (~5 min): about 7.3 h",
          data=("fashion-mnist",)),
     Owed("cvar-mnist-authors-ram", "003", "Sensitivity check of Figs. 3-4: 4000 rounds, 5 seeds, with the authors' 30-user "
          "RAM vector of their 2-D notebook (the document gives no MNIST vector; the authors' MNIST script draws one at "

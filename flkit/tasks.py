@@ -44,7 +44,12 @@ class EngineTask:
     The update is the pseudo-gradient :math:`\Delta = x - y` (divided by the local step size when
     ``normalized``); the local models :math:`y` are returned too (for rules in model form).
     Minibatches of client i in round t of a run with seed s come from ``torch_gen(s, stream)`` on the data's
-    device, ``stream`` formatted with t and client (default ``"batch/{t}/{client}"``).
+    device, ``stream`` formatted with t and client (default ``"batch/{t}/{client}"``). Dropout: from torch's
+    global RNG (None, the default), or with ``dropout_stream`` (e.g. ``"dropout/{t}/{client}"``, backend
+    "engine") from ``torch_gen(s, dropout_stream)``: keep masks drawn per client and round
+    (`engine.dropout_masks`), so every local-training path gives the same numbers and a resumed run
+    repeats them. ``skip_done``: a local step computes only the clients that still have steps (`engine.local_train`;
+    clients of unequal sizes, on a CPU).
     Metrics: test loss and accuracy (and per-class accuracy "test_acc_class/<c>" with ``per_class``) of
     every run's global model; with ``train_metrics`` also "train_loss" and "train_acc" on the whole training
     set (x, y), as FedAU's code reports them. The initial model of a run with seed s is the model's init under
@@ -72,6 +77,8 @@ class EngineTask:
     extras: Sequence[str] = ()
     extras_lr: dict = field(default_factory=dict)
     stream: str = "batch/{t}/{client}"
+    dropout_stream: str | None = None
+    skip_done: bool = False     # engine.local_train's: steps compute only the clients that still have steps
     split_by: str = "seed"
     per_class: int | None = None
     train_metrics: bool = False
@@ -99,6 +106,10 @@ class EngineTask:
             raise ValueError("backend='fast' runs plain SGD (opt='sgd'); use backend='engine' for Adam")
         if self.backend == "fast" and self.steps is not None:
             raise ValueError("backend='fast' trains epochs (give epochs=, not steps=)")
+        if self.dropout_stream is not None and self.backend != "engine":
+            raise ValueError("dropout_stream needs backend='engine' (FastSGD draws dropout from torch's RNG)")
+        if self.dropout_stream is not None:
+            engine._dropout_layers(self.model)     # Dropout layers a flat Sequential's children: else ValueError
         splits = self.clients if isinstance(self.clients, dict) else {None: self.clients}
         if len({len(c) for c in splits.values()}) != 1:
             raise ValueError("every split needs the same number of clients")
@@ -185,18 +196,44 @@ class EngineTask:
         batches depend on those three and t only, so runs that share a seed (a comparison's methods) share
         them: each distinct (seed, client, split) is drawn once and repeated (``dedup``; bitwise the same
         batches as drawing every pair, a FedAU batch of 7 methods x 5 seeds draws 7x fewer)."""
+        return self._once(self._draw, seeds, clients, t, splits)
+
+    def _once(self, draw, seeds, clients, t, splits):
+        """``draw(seeds, clients, t, splits)`` (a tuple or dict of tensors with one row per pair), with each
+        distinct (seed, client, split) drawn once and its rows repeated where ``dedup``."""
         if not self.dedup:
-            return self._draw(seeds, clients, t, splits)
+            return draw(seeds, clients, t, splits)
         keys = [(int(s), int(c), repr(k)) for s, c, k in zip(seeds, clients, splits)]
         first: dict = {}
         where = [first.setdefault(k, i) for i, k in enumerate(keys)]
         if len(first) == len(keys):
-            return self._draw(seeds, clients, t, splits)
+            return draw(seeds, clients, t, splits)
         uniq = list(first.values())                       # positions of each key's first pair
         slot = {i: j for j, i in enumerate(uniq)}
-        b, st = self._draw([seeds[i] for i in uniq], [clients[i] for i in uniq], t, [splits[i] for i in uniq])
-        idx = torch.tensor([slot[i] for i in where], dtype=torch.long, device=b.device)
-        return b.index_select(0, idx), st.index_select(0, idx.to(st.device))
+        out = draw([seeds[i] for i in uniq], [clients[i] for i in uniq], t, [splits[i] for i in uniq])
+        rows = [slot[i] for i in where]
+        pick = lambda v: v.index_select(0, torch.tensor(rows, dtype=torch.long, device=v.device))  # noqa: E731
+        return {k: pick(v) for k, v in out.items()} if isinstance(out, dict) else tuple(pick(v) for v in out)
+
+    def _host_steps(self, clients, splits) -> list[int]:
+        """Each pair's local steps, from the host copy of the index lists (no device read)."""
+        if self.steps is not None:
+            return [self.steps] * len(clients)
+        n = [len(self._host[k if isinstance(self.clients, dict) else None][c]) for k, c in zip(splits, clients)]
+        return [self.epochs * -(-m // self.batch_size) for m in n]          # epoch_batches(last="pad")
+
+    def _draw_keep(self, seeds, clients, t, splits) -> dict:
+        """The round-t dropout keep masks of each pair (`engine.dropout_masks`), from its own
+        ``torch_gen(seed, dropout_stream)``; rows past its steps are unused."""
+        gens = [torch_gen(int(s), self.dropout_stream.format(t=t, client=c), self.x.device)
+                for s, c in zip(seeds, clients)]
+        return engine.dropout_masks(self.model, self.x[:1], self.batch_size, self._host_steps(clients, splits), gens)
+
+    def _keep(self, seeds, clients, t, splits) -> dict | None:
+        """The pairs' dropout keep masks (None without ``dropout_stream``, or a model without Dropout)."""
+        if self.dropout_stream is None or not engine._dropout_layers(self.model):
+            return None
+        return self._once(self._draw_keep, seeds, clients, t, splits)
 
     def _draw(self, seeds, clients, t, splits) -> tuple[Tensor, Tensor]:
         gens = [self._generator(s, t, c) for s, c in zip(seeds, clients)]
@@ -212,13 +249,13 @@ class EngineTask:
     def _lr(self, lr: Tensor) -> dict:
         return {"default": lr, **{k: self.extras_lr.get(k, 0.0) for k in self.extras}}
 
-    def _train(self, params: dict, batches: Tensor, steps: Tensor, lr: Tensor) -> dict:
+    def _train(self, params: dict, batches: Tensor, steps: Tensor, lr: Tensor, keep: dict | None = None) -> dict:
         self.steps_done += int(batches.shape[1])
         if self.backend == "engine":
             new, _ = engine.local_train(self.model, params, self.x, self.y, batches, lr=self._lr(lr),
                                         opt=self.opt, momentum=self.momentum, weight_decay=self.weight_decay,
                                         prox_mu=self.prox_mu, objective=self.objective, steps=steps,
-                                        vectorized=self.vectorized)
+                                        vectorized=self.vectorized, dropout_keep=keep, skip_done=self.skip_done)
             return new
         M = batches.shape[0]
         if self._fast is None or next(iter(self._fast.P.values())).shape[0] != M:
@@ -255,6 +292,8 @@ class EngineTask:
         rr_all, cc_all = pairs[:, 0].tolist(), pairs[:, 1].tolist()   # one host transfer for the round
         draw = lambda a, b: self._batches([runs.seeds[r] for r in rr_all[a:b]], cc_all[a:b], t,  # noqa: E731
                                           [self._key(runs, r) for r in rr_all[a:b]])
+        masks = lambda a, b: self._keep([runs.seeds[r] for r in rr_all[a:b]], cc_all[a:b], t,  # noqa: E731
+                                        [self._key(runs, r) for r in rr_all[a:b]])
         # `steps` minibatches: each pair's draw is its own, so the round's distinct pairs are drawn at once (across
         # chunks); epochs: a chunk's batches are padded to its longest client, so each chunk draws its own
         whole = draw(0, len(pairs)) if self.steps is not None and len(pairs) else None
@@ -264,7 +303,10 @@ class EngineTask:
                               else draw(c0, c0 + len(pr)))
             lr = runs.local_lr[pr[:, 0]].to(device=w.device, dtype=w.dtype)
             w0 = w[pr[:, 0]]
-            new = self.flatten(self._train(self.unflatten(w0), batches, steps, lr))
+            keep = masks(c0, c0 + len(pr))
+            if keep is not None:                           # padded to the chunk's longest client, as its batches
+                keep = {k: v[:, :batches.shape[1]] for k, v in keep.items()}
+            new = self.flatten(self._train(self.unflatten(w0), batches, steps, lr, keep))
             self._note_path()
             d = w0 - new
             delta[c0:c0 + len(pr)] = d / lr.unsqueeze(1) if self.normalized else d

@@ -360,8 +360,9 @@ def _synthetic_fmnist(n_train: int, n_test: int, device):
 
 
 def hics_rate(device: str = "cuda", rounds: int = 3, synthetic: int | None = None) -> list[dict]:
-    """The HiCS-FL Fashion-MNIST CNN (the ``paper`` profile: ``hics_fmnist_paper``, SGD, 2 epochs of batch 64,
-    one client at a time) on ``device`` through its sweep's code (``experiments.make_task``,
+    """The HiCS-FL Fashion-MNIST CNN (the ``paper`` profile: ``hics_fmnist_paper``, SGD, 2 epochs of batch 64; a
+    round's clients together on a GPU, one at a time on a CPU: ``experiments.batch_clients``) on ``device`` through
+    its sweep's code (``experiments.make_task``,
     ``EngineTask.client_updates`` and ``metrics``), setting (2), seed 0: one warm-up round of K clients, then
     ``rounds`` rounds timed (device synchronized); one warm-up evaluation (test accuracy and the training loss
     over all clients' data), then one timed. Data: Fashion-MNIST where present, else random images of its shapes

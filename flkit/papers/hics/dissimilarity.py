@@ -29,9 +29,10 @@ beta = 1.0, rho = 0.13, kappa = 0.14 and beta = 1.5, rho = 0.025, kappa = 0.022,
 * training between the recorded rounds: FedAvg with every client, R = 2 epochs of mini-batch SGD, B = 64,
   :math:`\eta` = 0.001 constant (appendix 6.1; the page's reading of the learning-rate decay), equal weights.
 
-The document's CNN costs about 5 min per round on one CPU thread (250 full-batch gradients plus local training),
-so the page runs multinomial logistic regression (:func:`flkit.models.logreg`) as a labelled stand-in; the CNN is
-owed (``scripts/hics_fig6.py``, ledger item ``hics-fig6-paper``).
+The document's CNN trains the 250 clients of a round together on a GPU (:func:`fig6_task`: 8 sequential local steps
+a round instead of 2,000); on one CPU thread it takes about a minute a round, 8 h for the 500 rounds (extrapolated in
+:mod:`flkit.owed`), so the page runs multinomial logistic regression (:func:`flkit.models.logreg`) as a labelled
+stand-in; the CNN is owed (``scripts/hics_fig6.py``, ledger item ``hics-fig6-paper``).
 
 **Envelopes.** For a fixed :math:`\beta` the curve :math:`y = \kappa - \rho u`, :math:`u = e^{\beta(x - \ln C)}`, is
 linear in :math:`(\kappa, \rho)`: :func:`tight_envelope` finds the curve of least area over :math:`[0, \ln C]` lying
@@ -115,15 +116,21 @@ def union_entropy(part: Partition) -> float:
 
 
 def fig6_task(data, part: Partition, cfg: dict) -> EngineTask:
-    """The clients of ``part`` training ``cfg['model']`` with plain SGD (R epochs, batch B, eta; the engine's
-    batched ``fast`` backend where the model allows it, else ``local_train`` one client at a time as the entropy
-    page's CNN; short last batches as a shuffling DataLoader), inputs normalised as the authors' code."""
+    """The clients of ``part`` training ``cfg['model']`` with plain SGD (R epochs, batch B, eta; short last
+    batches as a shuffling DataLoader), inputs normalised as the authors' code. Logistic regression: all clients
+    of a round at once (the engine's ``fast`` backend). The CNN: ``local_train`` with per-client BatchNorm
+    statistics and dropout masks from each client's own stream, as the training page's CNN; its clients train
+    together on a GPU and one at a time on a CPU (:func:`flkit.papers.hics.experiments.batch_clients`), with the
+    same numbers up to rounding."""
+    from flkit.papers.hics.experiments import DROPOUT_STREAM, batch_clients
     mean, std = E.NORM
     model = MODELS[cfg["model"]]().to(data.x_train.device)
     fast = engine.supports_grouped(model)
     return EngineTask(model, (data.x_train - mean) / std, data.y_train, part.indices, (data.x_test - mean) / std,
                       data.y_test, batch_size=cfg["batch_size"], epochs=cfg["epochs"], local_lr=cfg["lr"],
-                      backend="fast" if fast else "engine", vectorized=fast)
+                      backend="fast" if fast else "engine", vectorized=fast or batch_clients(cfg["model"],
+                                                                                             data.x_train.device),
+                      dropout_stream=None if fast else DROPOUT_STREAM, skip_done=not fast)
 
 
 # ---------------------------------------------------------------------------------------- the run

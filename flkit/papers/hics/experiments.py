@@ -79,7 +79,7 @@ from flkit.tasks import EngineTask
 
 __all__ = ["METHODS", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "DOC_TABLE1_CIFAR", "TABLE1_SETTING", "SG", "DATASETS",
            "PROFILES", "profile", "store_name", "savgol",
-           "rounds_to_target", "make_task", "split_alphas", "algorithms", "is_setting2_main", "run_job", "jobs", "sweep", "client_trainings",
+           "rounds_to_target", "make_task", "batch_clients", "split_alphas", "algorithms", "is_setting2_main", "run_job", "jobs", "sweep", "client_trainings",
            "paper_estimate", "truncate", "smoothed_mean",
            "rounds_table", "table1", "plot_metric", "variability", "claim_checks", "DOC_NAMES", "table1_checks", "SCORECARD",
            "scorecard_checks"]
@@ -105,6 +105,7 @@ DATASETS = {
                      norm=datasets.PAPER_STATS[("hics", "cifar10")]),                 # its CIFAR-10 statistics
 }
 _CIFAR_KEYS = ("dataset", "opt", "prox_mu", "temperature", "gamma0")   # job keys of the CIFAR jobs only
+DROPOUT_STREAM = "dropout/{t}/{client}"   # the Fashion-MNIST CNN's dropout masks: one stream per (seed, round, client)
 
 _BASE = dict(dataset="fashion-mnist", opt="sgd", prox_mu=0.0, temperature=None, gamma0=None,   # None: HiCS's own
              clients=50, k=5, epochs=2, batch_size=64, rounds=200, settings=["(1)", "(2)", "(3)"],
@@ -227,7 +228,9 @@ def rounds_to_target(acc, target: float, rounds=None, *, smooth: bool = True) ->
 def make_task(data, part, cfg: dict) -> EngineTask:
     """The clients of ``part`` training ``cfg['model']`` (R epochs, batch B, lr) with plain SGD, or with
     ``cfg['opt']`` and the FedProx term ``cfg['prox_mu']`` where given (CIFAR), recording the test accuracy and
-    the training loss over all clients' data."""
+    the training loss over all clients' data. A round's clients train together or one at a time
+    (``cfg['vectorized']``: True, False, or "auto", the default, :func:`batch_clients`); the two give the same
+    numbers up to rounding (tests/test_hics_batched.py)."""
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
     name = cfg.get("dataset", "fashion-mnist")
     if name == "fashion-mnist":
@@ -236,13 +239,30 @@ def make_task(data, part, cfg: dict) -> EngineTask:
     else:
         mean, std = DATASETS[name]["norm"]
         x, x_test = datasets.normalize(data.x_train[:n], mean, std), datasets.normalize(data.x_test, mean, std)
-    # the CIFAR CNN trains the K clients together (the engine's grouped path: ~30x the sequential loop's rate
-    # on a GPU, results/benchmarks/engine_h100.csv); the Fashion-MNIST CNN keeps the loop of its stored runs
-    vec = cfg["model"] == "logreg" or name != "fashion-mnist"
+    # The Fashion-MNIST CNN's BatchNorm keeps per-client batch and running statistics when a round's clients train
+    # together (short last batches: statistics over their own samples), and its dropout masks come from each
+    # client's own stream in both paths, so the batched path gives the one-client loop's numbers
+    # (tests/test_hics_batched.py); a batched step computes only the clients that still have steps (their sizes
+    # differ tenfold). The CIFAR CNNs keep torch's RNG for dropout (per-client masks of their three dropout
+    # layers would take ~20 MB per client and round).
+    fmnist_cnn = name == "fashion-mnist" and cfg["model"] != "logreg"
+    vec = cfg.get("vectorized", "auto")
+    vec = batch_clients(cfg["model"], data.x_train.device) if vec == "auto" else vec
     return EngineTask(_MODELS[cfg["model"]]().to(data.x_train.device), x, data.y_train[:n], part.indices,
                       x_test, data.y_test, batch_size=cfg["batch_size"], epochs=cfg["epochs"],
                       local_lr=cfg["lr"], opt=cfg.get("opt", "sgd"), prox_mu=cfg.get("prox_mu", 0.0),
-                      train_metrics=True, vectorized=vec)
+                      train_metrics=True, vectorized=vec,
+                      dropout_stream=DROPOUT_STREAM if fmnist_cnn else None, skip_done=fmnist_cnn)
+
+
+def batch_clients(model: str, device) -> bool:
+    """Whether a round's clients train together (the engine's grouped path) by default: always for logistic
+    regression and the CIFAR CNNs; for the Fashion-MNIST CNN (BatchNorm, PReLU, dropout) on a GPU only, where one
+    step of all clients replaces one step per client (~30x the loop's rate on an H100 for CNNs of this size,
+    results/benchmarks/engine_h100.csv). On a CPU its batched steps cost 1.1x (5 clients) to 2x (50 clients) the
+    loop's CPU time (activations of all clients at once, out of the caches: results/benchmarks/hics_batched_cpu.csv),
+    so the CPU keeps the one-client loop; the numbers are the same up to rounding either way."""
+    return model != "hics_fmnist_paper" or torch.device(device).type != "cpu"
 
 
 def algorithms(task, cfg: dict, methods, lr: float | None = None) -> dict:
@@ -357,20 +377,24 @@ def client_trainings(cfg: dict) -> int:
 def paper_estimate(data, cfg: dict, rounds: int = 2) -> pd.DataFrame:
     """Seconds per client training of ``cfg``'s model (the ``paper`` profile: the document's CNN), timed on
     ``rounds`` rounds of K clients' local training (seed 0, setting (2)), and the estimated hours of the
-    profile: its :func:`client_trainings` times that cost (evaluation and pow-d's loss probes not counted)."""
+    profile: its :func:`client_trainings` times that cost (evaluation and pow-d's loss probes not counted).
+    ``cpu_seconds_per_client``: the same in this process's CPU time (one thread: what a core of its own would
+    take, where the wall time on a shared core also counts the waiting)."""
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
     part = E.make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], split_alphas("(2)", cfg["dataset"]), 0)
     task = make_task(data, part, cfg)
     w = task.init_params([0])
     runs = fl.Runs([0], torch.tensor([float(cfg["lr"])], dtype=task.dtype), ["random"])
-    tic = time.perf_counter()
+    tic, tic_cpu = time.perf_counter(), time.process_time()
     for t in range(rounds):
         active = torch.zeros(1, task.num_clients, dtype=torch.bool)
         active[0, t * cfg["k"]:(t + 1) * cfg["k"]] = True
         task.client_updates(w, active, t, runs)
     per_client = (time.perf_counter() - tic) / (rounds * cfg["k"])
+    cpu_per_client = (time.process_time() - tic_cpu) / (rounds * cfg["k"])
     trainings = client_trainings(cfg)
-    vals = dict(seconds_per_client=per_client, client_trainings=trainings, hours=per_client * trainings / 3600)
+    vals = dict(seconds_per_client=per_client, client_trainings=trainings, hours=per_client * trainings / 3600,
+                cpu_seconds_per_client=cpu_per_client)
     return pd.DataFrame({"round": 0, "metric": list(vals), "value": list(vals.values())})
 
 
