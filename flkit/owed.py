@@ -206,23 +206,24 @@ _HICS_MS_PER_FORWARD = 43.26 / 70_000 * 1e3     # measured: one evaluation of th
 _FEDAU_CPU_MIN = (2.1e7 * _HICS_MS_PER_SAMPLE + 1.4e7 * _HICS_MS_PER_FORWARD) / 6e4
 
 _HICS_FMNIST_BASIS = (
-    "training: 203,000 client trainings of 2 epochs x ~1,200 images = 4.9e8 samples (random, pow-d, CS, "
-    "HiCS-FL: 5 clients x 200 rounds x 9 runs each, and random, HiCS-FL once more at the larger learning "
-    "rate; DivFL trains all 50 clients every round, plus the 5 "
-    "selected: 55 x (6 runs x 200 + 3 runs x 600 rounds); the 400 extra rounds x 3 seeds add 1.6e8 to the "
-    "former 3.2e8), 27 min at ~300k samples/s, the engine's rate for a small CNN on an H100 "
-    "(results/benchmarks/engine_h100.csv); evaluation: 60,000 + 10,000 images each round of each run and "
-    "method, 7.5e8 forward passes at about a third of a training sample's cost, 14 min; ~41 min in all; "
-    "a round's clients train together (the engine's grouped path with per-client BatchNorm): ~0.28M sequential "
-    "local steps instead of 2.0M one client at a time, besides DivFL's 150,000 full-batch gradients one client at "
-    "a time (benchmarks/bench_hics_batched.py --plan), at ~290 kernels a step a launch floor of ~6 min, below the "
-    "compute; the CNN has not been timed on a GPU: priced at 1.5 x 41 min")
+    "training: 128,000 client trainings of 2 epochs x ~1,200 images = 3.1e8 samples (hics.experiments."
+    "client_trainings of the paper profile: random, pow-d, CS, HiCS-FL: 5 clients x 200 rounds x 9 runs each, and "
+    "random, HiCS-FL once more at the larger learning rate; DivFL with the one-step gradient proxy: the 5 "
+    "selected plus 50 full-batch gradients, each one pass over a client's data (half a training of 2 epochs), "
+    "every round of 6 runs x 200 + 3 runs x 600 rounds), 17 min at ~300k samples/s, the engine's rate for a "
+    "small CNN on an H100 (results/benchmarks/engine_h100.csv); evaluation: 60,000 + 10,000 images each round "
+    "of each run and method, 7.5e8 forward passes at about a third of a training sample's cost, 14 min; ~31 min "
+    "in all; a round's clients train together (the engine's grouped path with per-client BatchNorm): ~0.28M "
+    "sequential local steps instead of 2.0M one client at a time, besides DivFL's 150,000 full-batch gradients "
+    "one client at a time (benchmarks/bench_hics_batched.py --plan), at ~290 kernels a step a launch floor of "
+    "~6 min, below the compute; the CNN has not been timed on a GPU: priced at 1.5 x 31 min")
 # the four cheap methods of setting (2), 3 seeds x 200 rounds x 5 clients x 4 methods = 12,000 client trainings
-# (2.9e7 samples) and 12 x 200 evaluations of 70,000 images (1.7e8 forward passes)
+# (2.9e7 samples) and 12 x 200 evaluations of 70,000 images (1.7e8 forward passes); all of the paper profile:
+# hics.experiments.client_trainings(profile("paper")) (tests/test_owed.py checks the two agree)
 _S2_TRAININGS, _S2_EVALS = 12_000, 12 * 200 * 70_000
-_ALL_TRAININGS, _ALL_EVALS = 203_000, 7.5e8
+_ALL_TRAININGS, _ALL_EVALS = 128_000, 7.5e8
 _S2_SHARE = (_S2_TRAININGS * 2400 + _S2_EVALS / 3) / (_ALL_TRAININGS * 2400 + _ALL_EVALS / 3)
-_HICS_GPU_MIN = 1.5 * 41    # 41 min at the engine's batched rate, x1.5: this CNN was not timed on a GPU
+_HICS_GPU_MIN = 1.5 * 31    # 31 min at the engine's batched rate, x1.5: this CNN was not timed on a GPU
 
 
 # one evaluation of the CNN (test accuracy on 10,000 images and training loss on 60,000: 70,000 forwards) took
@@ -269,14 +270,37 @@ ITEMS = [
          "batch is latency-bound, about 6.7 min for 10 runs rather than 3.7",
          _CVAR_SCALING_CPU_MIN * 2, "measured: twice the 4000-round runs' rate (" + _CVAR_SCALING_CPU_BASIS + ")",
          cpu_measured=True, data=("mnist",)),
+    Owed("cvar-mnist-fedavg-step", "003", "Fig. 3 (r = 90 %): FedAvg with its step multiplied by 2.63, the largest "
+         "weight Fed-CVaR-Avg gives a step at alpha = gamma = 0.3, 4000 rounds, seeds 0-2, the RAM of the page's "
+         "stored runs (random draw), paired with them", "book/cvar/mnist",
+         "python scripts/cvar_sweep.py mnist --profile paper --set ram=random-draw --set 'settings=[0.9]' "
+         "--set 'cells=[[1.0, 1.0]]' --set lr_theta=" + repr(1e-3 * ((1 - 0.3) / 0.3 + 0.3))
+         + " --seeds 0 1 2 --device cuda --max-minutes 8.5",
+         _cvar("mnist", "paper", ram="random-draw", settings=[0.9], cells=[[1.0, 1.0]], seeds=[0, 1, 2],
+               lr_theta=1e-3 * ((1 - 0.3) / 0.3 + 0.3)), 3,
+         "diagnoses Fig. 3: does a larger step alone give Fed-CVaR-Avg's numbers?",
+         6.7 / 10, "estimated from the stored runs (223 s for a batch of 20 runs of 4000 rounds on a GPU): a small "
+         "batch is latency-bound, about 6.7 min for 10 runs rather than 3.7",
+         _CVAR_SCALING_CPU_MIN, "measured: as the stored runs (" + _CVAR_SCALING_CPU_BASIS + ")",
+         cpu_measured=True, data=("mnist",)),
+    Owed("cvar-mnist-strong-risk", "003", "Figs. 3-4 at alpha = gamma = 0.1 (Table 1's best Fashion-MNIST cell), "
+         "4000 rounds, seeds 0-2, the RAM of the page's stored runs (random draw), paired with its FedAvg runs",
+         "book/cvar/mnist",
+         "python scripts/cvar_sweep.py mnist --profile paper --set ram=random-draw --set 'cells=[[0.1, 0.1]]' "
+         "--seeds 0 1 2 --device cuda --max-minutes 8.5",
+         _cvar("mnist", "paper", ram="random-draw", cells=[[0.1, 0.1]], seeds=[0, 1, 2]), 4,
+         "diagnoses Figs. 3-4: does a stronger risk setting lift the rare classes?",
+         223 / 60 / 20, "measured: as the stored random-draw runs (same shapes), 223 s for a batch of 20 on a GPU",
+         _CVAR_SCALING_CPU_MIN, "measured: as the stored runs (" + _CVAR_SCALING_CPU_BASIS + ")",
+         gpu_measured=True, cpu_measured=True, data=("mnist",)),
     Owed("hics-fmnist-s2", "004", "Table 1's FMNIST column, setting (2): random, pow-d, CS and HiCS-FL with the "
          "document's CNN, 200 rounds, 3 seeds (the 3 jobs of the four cheap methods)", "book/hics/fmnist",
          "python scripts/hics_sweep.py paper --setting '(2)' --group main --device cuda --max-minutes 8",
-         _hics_fmnist("s2"), 3,
+         _hics_fmnist("s2"), 5,
          "decides Table 1's FMNIST speed-ups (HiCS-FL 2.5x over random) and Fig. 2 with the document's CNN",
          _HICS_GPU_MIN * _S2_SHARE / 3,
          "estimated from " + _HICS_FMNIST_BASIS + "; this item's share: 2.9e7 samples and 1.7e8 evaluation forwards "
-         "(12 % of the work)",
+         "(15 % of the work)",
          _hics_cpu_min(_S2_TRAININGS, _S2_EVALS) / 3,
          "measured: 0.98 s per client training of the CNN on one thread of this CPU, one client at a time as "
          "the CNN trains on a CPU (results/benchmarks/hics_paper_estimate_cpu.csv; its clients trained together: "
@@ -286,7 +310,7 @@ ITEMS = [
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
          "book/cvar/fmnist_table",
          "python scripts/cvar_sweep.py fmnist --profile paper --device cuda --max-minutes 8.5",
-         _cvar("fmnist", "paper"), 4, "decides Table 1 (CVaR of the accuracy per alpha, gamma) at the document's scale",
+         _cvar("fmnist", "paper"), 6, "decides Table 1 (CVaR of the accuracy per alpha, gamma) at the document's scale",
          114 / 65, "measured: 3.6 ms per batched step of the 65 stacked LeNets on an H100 "
          "(results/benchmarks/cvar_step_h100.log) x the exact local steps",
          _CVAR_TABLE1_CPU_H * 60 / 65, "extrapolated from cvar-mnist-authors-ram's measured 38.5 ms per run-step "
@@ -297,7 +321,7 @@ ITEMS = [
          "10 per round, 500 rounds): Figs. 3, 4(b), 15, 16 and Table 1's CIFAR-10 column (3 alpha settings x 5 "
          "methods x 3 seeds); in setting (2) random, pow-d, CS and DivFL run 1500 rounds to measure Table 1's "
          "898-1417 rounds to 0.6", "book/hics/index",
-         "python scripts/hics_sweep.py paper-cifar10 --device cuda --max-minutes 8", _hics_cifar("paper-cifar10"), 5,
+         "python scripts/hics_sweep.py paper-cifar10 --device cuda --max-minutes 8", _hics_cifar("paper-cifar10"), 7,
          "decides Table 1's CIFAR-10 column (HiCS-FL 7.3x) on the document's data",
          188 / 21,
          "estimated: 720,000 client trainings of 2 epochs x 1,000 images = 1.44e9 samples, 120 min at ~200k "
@@ -316,13 +340,13 @@ ITEMS = [
            2 * _FEDAU_MIN, "estimated (3-channel CNNs, ~2x the Fashion-MNIST work) " + _FEDAU_GPU[len("estimated "):],
            2 * _FEDAU_CPU_MIN, _FEDAU_CPU + ", doubled for 3-channel inputs",
            data=(d,), needs=f"the {name} files")
-      for rank, d, name in ((6, "cifar10", "CIFAR-10"), (8, "svhn", "SVHN"), (9, "cifar100", "CIFAR-100"),
-                            (10, "cinic10", "CINIC-10"))],
+      for rank, d, name in ((8, "cifar10", "CIFAR-10"), (10, "svhn", "SVHN"), (11, "cifar100", "CIFAR-100"),
+                            (12, "cinic10", "CINIC-10"))],
     Owed("hics-cifar100-paper", "004", "CIFAR-100 training comparison (FedProx mu = 0.1 with Adam, 100 clients, "
          "20 per round, 1000 rounds): Figs. 5, 17 and Table 1's CIFAR-100 column (the document's 2 alpha settings "
          "x 5 methods x 3 seeds); DivFL in setting (2) runs 1400 rounds to measure Table 1's 1345 rounds to 0.3",
          "book/hics/index", "python scripts/hics_sweep.py paper-cifar100 --device cuda --max-minutes 8",
-         _hics_cifar("paper-cifar100"), 7, "decides Table 1's CIFAR-100 column on the document's data", 172 / 12,
+         _hics_cifar("paper-cifar100"), 9, "decides Table 1's CIFAR-100 column on the document's data", 172 / 12,
          "estimated: 1,344,000 client trainings of 2 epochs x 500 images = 1.34e9 samples, 112 min at ~200k "
          "samples/s (as hics-cifar10-paper); evaluation: 1.9e9 forward passes at a third of a training sample's "
          "cost, 52 min; pow-d's loss probe, 8 min; ~172 min in all",
@@ -335,7 +359,7 @@ ITEMS = [
          "python scripts/cvar_sweep.py synthetic_2d --profile paper --set "
          "'causes=[neither, zero-init, double-softmax, both, linear, linear-both]' --device cpu --max-minutes 8.5",
          _cvar("synthetic_2d", "paper", causes=["neither", "zero-init", "double-softmax", "both", "linear",
-                                                "linear-both"]), 11,
+                                                "linear-both"]), 13,
          "explains Fig. 2's departure (which quirk of the authors' model causes it); the figure itself is stored",
          None, "no GPU timing: tiny models, a CPU is enough",
          1.0, "measured on one CPU thread: 10 stacked runs of panel a (4000 rounds) took 8.6 min, of panel c "
@@ -343,14 +367,14 @@ ITEMS = [
     Owed("fedau-table-paper", "000", "Main table: seven methods x three patterns x 5 seeds, the authors' CNN, "
          "10,000 rounds (Fashion-MNIST stand-in)", "book/fedau/table",
          "python scripts/fedau_sweep.py --profile paper --study table --device cuda --max-minutes 8",
-         _fedau("table"), 12, "the method ranking on a stand-in data set (the document has no Fashion-MNIST "
+         _fedau("table"), 14, "the method ranking on a stand-in data set (the document has no Fashion-MNIST "
          "column): compared by rank only", _FEDAU_MIN, _FEDAU_GPU, _FEDAU_CPU_MIN, _FEDAU_CPU,
          data=("fashion-mnist",)),
     Owed("hics-fmnist-paper", "004", "The rest of the Fashion-MNIST comparison with the document's CNN (it includes "
          "hics-fmnist-s2: owed while that is): settings "
          "(1) and (3) (Figs. 2, 4(a), 13, 14), DivFL (setting (2) for 600 rounds, Table 1's 478), random and "
          "HiCS-FL at ten times the learning rate (one seed)", "book/hics/fmnist",
-         "python scripts/hics_sweep.py paper --device cuda --max-minutes 8", _hics_fmnist("rest"), 13,
+         "python scripts/hics_sweep.py paper --device cuda --max-minutes 8", _hics_fmnist("rest"), 15,
          "the figures' other settings and DivFL's 478 rounds: secondary to setting (2)",
          _HICS_GPU_MIN * (1 - _S2_SHARE) / 16,
          "estimated from " + _HICS_FMNIST_BASIS + " (less hics-fmnist-s2's share)",
@@ -362,7 +386,7 @@ ITEMS = [
     Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
          "client in every round) with the document's CNN; the theory page runs logistic regression",
          "book/hics/theory", "python scripts/hics_fig6.py --model hics_fmnist_paper --device cuda --max-minutes 8",
-         _hics_fig6, 14, "Fig. 6(a)'s scatter with the document's CNN: a check of Assumption 1, no number to match",
+         _hics_fig6, 16, "Fig. 6(a)'s scatter with the document's CNN: a check of Assumption 1, no number to match",
          6.0, "estimated: the 250 clients of a round train together (the engine's grouped path with per-client "
               "BatchNorm): 4,000 sequential steps (500 rounds x 8; 1,000,000 one client at a time) over 6e7 "
               "training samples, ~3.5 min at ~300k samples/s (the engine's rate for a small CNN on an H100, "
@@ -378,7 +402,7 @@ ITEMS = [
          "RAM vector of their 2-D notebook (the document gives no MNIST vector; the authors' MNIST script draws one at "
          "random, as the page's stored runs do)", "book/cvar/mnist",
          "python scripts/cvar_sweep.py mnist --profile paper --set ram=authors --device cuda --max-minutes 8.5",
-         _cvar("mnist", "paper", ram="authors"), 15,
+         _cvar("mnist", "paper", ram="authors"), 17,
          "a labelled sensitivity check: does the RAM vector move the rare classes? (no basis in the document)",
          223 / 60 / 20, "measured: the stored random-draw runs, one batch of the same 20 runs' shapes took 223 s "
          "on a GPU (results/cvar/mnist manifests)",
@@ -389,14 +413,14 @@ ITEMS = [
          "proxy (target >= 0.8x), fp32 and bf16", "book/appendix/engine",
          "python benchmarks/bench_engine.py --models fedau_fmnist --M 100,400,1000 --paths grouped,proxy "
          "--out results/benchmarks/engine_fedau_fmnist_h100.csv --device cuda",
-         lambda: (int((_REPO / "results/benchmarks/engine_fedau_fmnist_h100.csv").is_file()), 1), 16,
+         lambda: (int((_REPO / "results/benchmarks/engine_fedau_fmnist_h100.csv").is_file()), 1), 18,
          "re-prices the FedAU items (nothing in a document to compare against)",
          5.0, "estimated: the CIFAR-10 CNN's benchmark took 5-8 min on an H100",
          0.0, "a GPU benchmark: nothing to pay on a CPU", limit=("--budget", 60.0)),
     Owed("fedau-cutoff-paper", "000", "Cutoff K x minimum probability figure, the authors' CNN, 10,000 rounds "
          "(Fashion-MNIST stand-in)", "book/fedau/cutoff",
          "python scripts/fedau_sweep.py --profile paper --study cutoff --device cuda --max-minutes 8",
-         _fedau("cutoff"), 17, "nothing in the document to compare against (its cutoff x p_min image is not in "
+         _fedau("cutoff"), 19, "nothing in the document to compare against (its cutoff x p_min image is not in "
          "the document)", _FEDAU_MIN, _FEDAU_GPU, _FEDAU_CPU_MIN, _FEDAU_CPU, data=("fashion-mnist",)),
 ]
 

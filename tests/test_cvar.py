@@ -121,6 +121,32 @@ def test_reduces_to_fedavg_exactly():
     assert not torch.equal(state.params["0.weight"][-1], fedavg["0.weight"][-1])  # ... and its model
 
 
+def test_while_t_is_below_every_batch_loss_fed_cvar_avg_is_fedavg_with_a_larger_step():
+    """With t^1 = 0 and a small eta_t, every batch loss stays above t, so each step's gradient is multiplied by
+    (1 - gamma) / alpha + gamma: Fed-CVaR-Avg is then FedAvg with its step multiplied by that factor (the
+    book's "larger step" diagnosis rests on this), up to float rounding of the two products."""
+    x, y, parts, model = _toy()
+    alpha, gamma = 0.3, 0.3
+    factor = (1 - gamma) / alpha + gamma
+    users = cvar.Users.from_partitions([parts[0]])
+    theta0 = engine.stack(model, 1, torch_gen(0, "init"))
+    state = cvar.init(theta0, [alpha], [gamma])
+    fedavg = {k: v.clone() for k, v in theta0.items()}
+    for n, user in enumerate(random_access_indices([0.4, 0.3, 0.2, 0.1], 4, seed=0)):
+        sel = torch.full((1,), int(user))
+        state, _ = cvar.run_round(state, model, x, y, users, sel, lr_theta=0.01, lr_t=1e-6, epochs=2,
+                                  batch_size=32, generators=[torch_gen(0, f"batch/{n}")])
+        pool, size = users.relayed(sel)
+        batches, steps = engine.epoch_batches(pool, 32, 2, generators=[torch_gen(0, f"batch/{n}")], sizes=size,
+                                              last="pad")
+        fedavg, _ = engine.local_train(model, fedavg, x, y, batches, lr=0.01 * factor, steps=steps)
+    assert 0 < float(state.t[0]) < 1e-3      # t rose a little: every step had its loss above t
+    moved = sum(float((fedavg[k] - theta0[k]).abs().sum()) for k in fedavg)
+    assert moved > 0
+    for k in fedavg:
+        torch.testing.assert_close(state.params[k], fedavg[k], rtol=1e-5, atol=1e-6)
+
+
 # --------------------------------------------------------------------------------------------- RAM
 @pytest.mark.parametrize("rho", [cvar.RHO_FIG2_K3, cvar.rho_table1(0), cvar.rho_authors_k30()],
                          ids=["fig2-k3", "random-draw", "authors-k30"])

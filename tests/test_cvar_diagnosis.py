@@ -42,7 +42,7 @@ def test_gain_words_and_the_strong_risk_settings():
     assert diagnosis.gain_words(out, 0.3, 0.3)["rare"].startswith("n/a")
     s = cvar.settings("mnist", "paper", ram="random-draw")
     strong = diagnosis.strong_risk(s)
-    assert strong["cells"] == [[0.1, 0.1]] and strong["settings"] == [0.9] and strong["seeds"] == [0, 1, 2]
+    assert strong["cells"] == [[0.1, 0.1]] and strong["settings"] == [0.9, 0.8] and strong["seeds"] == [0, 1, 2]
     assert strong["ram"] == "random-draw" and strong["rounds"] == 4000
     assert diagnosis.strong_risk(cvar.settings("mnist", "smoke"))["seeds"] == cvar.settings("mnist", "smoke")["seeds"]
 
@@ -104,3 +104,33 @@ def test_mnist_rare_class_reading_is_one_sided_and_paired():
     assert low.loc[9, "level"].verdict == "differs" and not low.loc[9, "confirmed"]
     checks = cvar.scorecard_mnist(cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.5, 0.52, 0.48])))
     assert [c.verdict for c in checks["Fig. 3(c)"]] == ["agrees", "confirmed"]
+
+
+def test_larger_step_is_fedavg_alone_with_the_largest_step_weight():
+    """FedAvg's step times (1 - gamma) / alpha + gamma at the document's alpha = gamma = 0.3: 2.6333...; the
+    risk-neutral cell of `cells` is FedAvg's own run, so the settings give one run per seed, all FedAvg."""
+    from flkit.papers import cvar
+    s = cvar.settings("mnist", "paper")
+    big = diagnosis.larger_step(s)
+    assert diagnosis.STEP_FACTOR == pytest.approx(0.7 / 0.3 + 0.3)
+    assert big["lr_theta"] == pytest.approx(2.6333333e-3) and big["ram"] == "random-draw" and big["rounds"] == 4000
+    configs = cvar.run_configs(big)
+    assert [(c["method"], c["seed"], c["pattern_frac"]) for c in configs] == [("fedavg", k, 0.9) for k in range(3)]
+    assert all(c["lr_theta"] == big["lr_theta"] and c["lr_t"] == s["lr_t"] for c in configs)
+
+
+def test_step_effect_pairs_the_larger_step_with_fedavg_and_with_fed_cvar_avg():
+    """The larger step's runs are FedAvg runs of their own store; each comparison is paired over the seeds all
+    three methods have."""
+    base = _runs({(0.3, 0.3): [3.0, 3.2, 2.8]})
+    big = _runs({})
+    big.loc[big["metric"] == "test_acc_class", "value"] += [0.01, 0.01, 0.012, 0.012, 0.014, 0.014]
+    big = big[big["seed"] < 3]
+    out = diagnosis.step_effect(base, big).set_index("quantity")
+    assert out.loc["9", "step_gain"] == pytest.approx(1.2) and out.loc["9", "step_gain_verdict"] == "confirmed"
+    assert out.loc["9", "cvar_minus_step"] == pytest.approx(1.8) and out.loc["9", "fedavg_larger_step"] == pytest.approx(42.2)
+    assert out.loc["overall", "step_gain"] == pytest.approx(0.0) and (out["seeds"] == 3).all()
+    w = diagnosis.step_words(out.reset_index())
+    assert w["gain"].startswith("class 9: 42.2 % against 41.0 % (+1.2 ± ") and w["seeds"] == "3"
+    assert w["rest"].startswith("class 9: 44.0 % against 42.2 % (+1.8 ± ")
+    assert diagnosis.step_words(out.reset_index().iloc[0:0])["gain"].startswith("n/a")

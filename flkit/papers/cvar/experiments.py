@@ -265,7 +265,7 @@ def run_configs(s: Mapping) -> list[dict]:
                                 t_every=s["t_every"],
                                 train_subset=s["train_subset"], test_subset=s["test_subset"],
                                 method=method_of(a, g), alpha=a, gamma=g, seed=seed))
-    return out
+    return [c for i, c in enumerate(out) if c not in out[:i]]   # a risk-neutral cell in `cells` is FedAvg's run
 
 
 def _variant_fields(variant: str, hidden: int) -> tuple[int, bool | str]:

@@ -79,7 +79,7 @@ from flkit.tasks import EngineTask
 
 __all__ = ["METHODS", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "DOC_TABLE1_CIFAR", "TABLE1_SETTING", "SG", "DATASETS",
            "PROFILES", "profile", "store_name", "savgol",
-           "rounds_to_target", "make_task", "batch_clients", "split_alphas", "algorithms", "is_setting2_main", "run_job", "jobs", "sweep", "client_trainings",
+           "rounds_to_target", "make_task", "batch_clients", "split_alphas", "algorithms", "is_setting2_main", "run_job", "jobs", "sweep", "client_trainings", "evaluations",
            "paper_estimate", "truncate", "smoothed_mean",
            "rounds_table", "table1", "plot_metric", "variability", "claim_checks", "DOC_NAMES", "table1_checks", "SCORECARD",
            "scorecard_checks"]
@@ -374,12 +374,20 @@ def client_trainings(cfg: dict) -> int:
     return int(round(sum(j["rounds"] * (per if m == "DivFL" else K) for j in jobs(cfg) for m in j["methods"])))
 
 
-def paper_estimate(data, cfg: dict, rounds: int = 2) -> pd.DataFrame:
+def evaluations(cfg: dict) -> int:
+    """Evaluations of the global model (test accuracy and training loss, every round) of the jobs of ``cfg``:
+    one per round of each run of each method."""
+    return sum(j["rounds"] * len(j["methods"]) for j in jobs(cfg))
+
+
+def paper_estimate(data, cfg: dict, rounds: int = 2, evaluation: bool = False) -> pd.DataFrame:
     """Seconds per client training of ``cfg``'s model (the ``paper`` profile: the document's CNN), timed on
     ``rounds`` rounds of K clients' local training (seed 0, setting (2)), and the estimated hours of the
-    profile: its :func:`client_trainings` times that cost (evaluation and pow-d's loss probes not counted).
+    profile: its :func:`client_trainings` times that cost (pow-d's loss probes not counted).
     ``cpu_seconds_per_client``: the same in this process's CPU time (one thread: what a core of its own would
-    take, where the wall time on a shared core also counts the waiting)."""
+    take, where the wall time on a shared core also counts the waiting). With ``evaluation``, also the seconds
+    of one evaluation of the global model (test accuracy and training loss: every image of both sets, timed
+    once) and ``eval_hours``: that times the profile's :func:`evaluations`."""
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
     part = E.make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], split_alphas("(2)", cfg["dataset"]), 0)
     task = make_task(data, part, cfg)
@@ -395,6 +403,12 @@ def paper_estimate(data, cfg: dict, rounds: int = 2) -> pd.DataFrame:
     trainings = client_trainings(cfg)
     vals = dict(seconds_per_client=per_client, client_trainings=trainings, hours=per_client * trainings / 3600,
                 cpu_seconds_per_client=cpu_per_client)
+    if evaluation:
+        tic = time.perf_counter()
+        task.metrics(w)
+        per_eval = time.perf_counter() - tic
+        vals.update(seconds_per_evaluation=per_eval, evaluations=evaluations(cfg),
+                    eval_hours=per_eval * evaluations(cfg) / 3600)
     return pd.DataFrame({"round": 0, "metric": list(vals), "value": list(vals.values())})
 
 
