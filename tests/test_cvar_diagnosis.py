@@ -134,3 +134,22 @@ def test_step_effect_pairs_the_larger_step_with_fedavg_and_with_fed_cvar_avg():
     assert w["gain"].startswith("class 9: 42.2 % against 41.0 % (+1.2 ± ") and w["seeds"] == "3"
     assert w["rest"].startswith("class 9: 44.0 % against 42.2 % (+1.8 ± ")
     assert diagnosis.step_words(out.reset_index().iloc[0:0])["gain"].startswith("n/a")
+
+
+def test_scaling_by_seed_shows_each_settings_own_rare_classes():
+    """Class 8 is rare at r = 80 % only: at r = 90 % it is a frequent class and must not be listed (nor feed the
+    page's rare-class spans)."""
+    def runs(shift):
+        rows = []
+        for r in (0.9, 0.8):
+            for method, alpha in (("fedavg", 1.0), ("fed-cvar-avg", 0.3)):
+                for seed in range(2):
+                    base = dict(round=100, method=method, alpha=alpha, gamma=alpha, seed=seed, pattern_frac=r, rounds=100)
+                    rows += [dict(base, metric="test_acc_class", value=0.5 + shift, **{"class": 9}),
+                             dict(base, metric="test_acc_class", value=0.97, **{"class": 8}),
+                             dict(base, metric="test_acc", value=0.9 - shift, **{"class": -1})]
+        return pd.DataFrame(rows)
+    out = diagnosis.scaling_by_seed(runs(0.0), runs(0.2))
+    assert sorted(set(out.loc[0.9].index.get_level_values("quantity"))) == ["class 9", "overall"]
+    assert sorted(set(out.loc[0.8].index.get_level_values("quantity"))) == ["class 8", "class 9", "overall"]
+    assert out.loc[(0.9, "class 9", 0), ("Fed-CVaR-Avg", "authors'")] == pytest.approx(70.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
 
 from flkit.papers import claims
@@ -96,8 +97,8 @@ def scaling_by_seed(df_document: pd.DataFrame, df_authors: pd.DataFrame, last_fr
     d = d[d["seed"].isin(set(a["seed"])) & d["pattern_frac"].isin(set(a["pattern_frac"]))
           & ((d["method"] == "fedavg") | (d["alpha"].isin(a["alpha"]) & d["gamma"].isin(a["gamma"])))]
     both = pd.concat([d.assign(inputs="document"), a.assign(inputs="authors'")])
-    both = both[(both["metric"] == "test_acc") | both["class"].isin(
-        [c for r in set(a["pattern_frac"]) for c in RARE_CLASSES.get(r, ())])]
+    rare = [c in RARE_CLASSES.get(r, ()) for r, c in zip(both["pattern_frac"], both["class"])]   # each r's own
+    both = both[(both["metric"] == "test_acc") | ((both["metric"] == "test_acc_class") & np.array(rare, dtype=bool))]
     both = both.assign(quantity=[("overall" if m == "test_acc" else f"class {int(c)}")
                                  for m, c in zip(both["metric"], both["class"])],
                        method=both["method"].map({"fedavg": "FedAvg", "fed-cvar-avg": "Fed-CVaR-Avg"}))
