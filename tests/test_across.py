@@ -145,6 +145,25 @@ def test_the_errata_list():
     assert sum(e.changes for e in R.ENTRIES) >= 1 and sum(not e.changes for e in R.ENTRIES) >= 1
 
 
+def test_the_chapter_index_counts_the_errata_as_listed():
+    """The chapter index's summary sentence is typed: its counts must be the list's (slips per document, those
+    in the authors' code, those that change a conclusion)."""
+    import re
+    text = (scorecard.BOOK / "across" / "index.md").read_text()
+    words = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
+                                        "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
+    number = lambda w: int(w) if w.isdigit() else (20 + words[w.split("-")[1]] if w.startswith("twenty-")  # noqa: E731
+                                                   else words[w])
+    m = re.search(r"\*\*([\w-]+) slips\*\*: (\d+) in 000, (\d+) in 001, (\d+) in 002, (\d+) in 003 and (\d+) in 004, "
+                  r"(\w+) of them in the authors' code", text)
+    assert m, "the errata sentence of across/index.md is not in the tested form"
+    per_doc = [sum(e.doc == d for e in R.ENTRIES) for d in ("000", "001", "002", "003", "004")]
+    assert number(m.group(1).lower()) == len(R.ENTRIES) and [int(g) for g in m.groups()[1:6]] == per_doc
+    assert number(m.group(7).lower()) == sum(e.source == "authors' code" for e in R.ENTRIES)
+    changes = re.search(r"(\w+) change a conclusion", text)
+    assert changes and number(changes.group(1).lower()) == sum(e.changes for e in R.ENTRIES)
+
+
 def test_every_erratum_rests_on_stored_evidence_that_shows_it():
     """Each entry's evidence is looked up in the committed executed pages (the scorecard's records and the
     numbers the pages glue): found, and showing the slip. A re-executed page that no longer shows a slip fails
