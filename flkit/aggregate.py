@@ -27,6 +27,8 @@ rule                          :math:`G_t`
 :class:`Momentum`             :math:`v_t = \beta v_{t-1} + G_t` around any rule (MIFAm, U-MIFAm)
 :class:`InverseAvailability`  :math:`\sum_{n\in S_t} a_n\Delta^n`, :math:`a_n = q_n/\pi_n` (CA-Fed, Unbiased,
                               F3AST; ``normalize=True``: divided by :math:`\sum_{S_t} a_n`, AdaFed)
+:class:`FedAUWeighted`        :math:`\sum_{n\in S_t} q_n\omega^n_t\Delta^n`: FedAU's :math:`\omega` in place of
+                              :math:`1/\pi_n` (= :class:`FedAU` when the sample counts are equal)
 :class:`ServerSGD`            torch's SGD (momentum, weight decay) on :math:`G_t`, no step in an empty round
 ============================  =========================================================================
 """
@@ -40,7 +42,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["Updates", "FedAvg", "AverageAll", "KnownP", "FedAU", "MIFA", "UMIFA", "FedVarp", "Momentum", "Relay",
-           "InverseAvailability", "ServerSGD"]
+           "InverseAvailability", "FedAUWeighted", "ServerSGD"]
 
 _DENSE_LIMIT = 1 << 24  # elements of an (R, N, d) buffer up to which sums over clients are taken densely
 
@@ -388,6 +390,54 @@ class InverseAvailability:
             weight.index_put_((r, n), w[:, 0].to(weight.device), accumulate=True)
             rounds.index_put_((r, n), torch.ones_like(w[:, 0]).to(weight.device), accumulate=True)
         return G, WeightState(weight, rounds)
+
+
+@dataclass
+class FedAUWeightState(WeightState):
+    """:class:`WeightState`'s diagnostics and FedAU's interval statistics (``intervals``)."""
+    intervals: FedAUState
+
+
+@dataclass(frozen=True)
+class FedAUWeighted:
+    r"""FedAU's estimated weights with target weights q (FedAU beside CA-Fed and its baselines):
+
+    .. math:: G_t = \sum_{n\in S_t} c_n\,q_n\,\omega_t^n\,\Delta^n, \qquad q_n = \frac{n_n}{\sum_{j=1}^N n_j},
+
+    :math:`\omega_t^n` the weight of :class:`FedAU` with cutoff ``K`` (Algorithm 2 of document 000: the mean
+    recorded participation interval, read before the round is recorded), c_n the draw counts. This is
+    :class:`InverseAvailability` with the known :math:`1/\pi_n` replaced by its online estimate (the server
+    reads no p), and with equal sample counts (q_n = 1/N) it is :class:`FedAU` itself. The state keeps the
+    weight each client received and the rounds it received one (:class:`WeightState`) and FedAU's interval
+    statistics (``intervals``)."""
+    K: int | None = None
+
+    def __post_init__(self):
+        FedAU(self.K)                      # the same check of K
+
+    def init(self, R, N, d, dtype, device):
+        z = torch.zeros(R, N, dtype=torch.float64, device=device)
+        return FedAUWeightState(z.clone(), z.clone(), FedAU(self.K).init(R, N, d, dtype, device))
+
+    def omega(self, state: FedAUWeightState) -> Tensor:
+        """(R, N) the current omega."""
+        return FedAU(self.K).weights(state.intervals)
+
+    def apply(self, state: FedAUWeightState, upd: Updates):
+        if upd.sizes is None:
+            raise ValueError("FedAUWeighted needs the clients' sample counts (a task with `sizes`)")
+        rule = FedAU(self.K)
+        omega = rule.weights(state.intervals)
+        sizes = upd.sizes.to(device=omega.device, dtype=torch.float64)
+        a = (sizes / sizes.sum(1, keepdim=True) * omega).to(upd.delta.device)[upd.pairs[:, 0], upd.pairs[:, 1]]
+        w = (a * upd.counts.to(a.dtype)).unsqueeze(-1)
+        G = upd.sum_clients(w.to(upd.delta.dtype) * upd.delta)
+        weight, rounds = state.weight.clone(), state.rounds.clone()
+        if len(w):
+            r, n = upd.pairs[:, 0].to(weight.device), upd.pairs[:, 1].to(weight.device)
+            weight.index_put_((r, n), w[:, 0].to(weight.device), accumulate=True)
+            rounds.index_put_((r, n), torch.ones_like(w[:, 0]).to(weight.device), accumulate=True)
+        return G, FedAUWeightState(weight, rounds, rule.record(state.intervals, upd.mask.to(omega.device)))
 
 
 @dataclass

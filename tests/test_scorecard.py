@@ -442,7 +442,8 @@ def _glued(path) -> dict:
 BOX_PAGES = ["cvar/mnist", "cvar/fmnist_table", "cvar/synthetic_2d", "hics/entropy", "hics/fmnist", "hics/theory",
              "fedau/overfitting", "fedau/theory", "fedau/weights", "fedau/table", "fedau/cutoff",
              "availability/weights", "availability/markov", "availability/sampling", "availability/cafed",
-             "mifa/quadratic", "mifa/logistic", "mifa/theory", "across/errata", "across/equivalences"]
+             "mifa/quadratic", "mifa/logistic", "mifa/theory", "across/errata", "across/equivalences",
+             "across/fedau_cafed"]
 
 
 @pytest.mark.parametrize("page", BOX_PAGES)

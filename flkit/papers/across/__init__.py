@@ -5,7 +5,9 @@
   that shows it, and the small exact checks of the slips that no other page checks;
 * :mod:`flkit.papers.across.equivalences`: the rules that the documents write under different names, each run
   in its documents' own forms and through the package's round loop on one seeded stream, and the map between
-  the two parametrizations of Markov availability.
+  the two parametrizations of Markov availability;
+* :mod:`flkit.papers.across.fedau_cafed`: FedAU (000) as a fifth method beside CA-Fed and its baselines (001) on
+  the same Markov availability streams, and the limit of FedAU's weights on a two-state chain.
 
 The chapter's items are the book's own (``flkit/papers/items/book.yaml``, :data:`ITEM`): scored by the scorecard
 and listed apart, never counted among a document's items. Algorithms stay in the package (``flkit.aggregate``,
@@ -39,6 +41,14 @@ ITEM = {
     "varp": "Same rule: U-MIFA with SAGA memory (002) = FedVarp (000), with p = |S_t|/N",
     "mifa": "Same rule: MIFA (000) = MIFA (002)",
     "markov": "Same chain: CA-Fed's Markov availability (pi, lambda) (001) = FedAU's Markov participation (x, p) (000)",
+    # FedAU beside CA-Fed on the same Markov streams
+    "fedau_omega": ("FedAU's weight on a Markov chain converges to 1/pi without cutoff, to 1/(pi (1 + b a^(K-1) / "
+                    "(1 - a^K))) with cutoff K"),
+    "fedau_vs_oracle": ("Under CA-Fed's Markov availability FedAU, estimating pi online, is at least as good as "
+                        "Unbiased, which knows pi"),
+    "cafed_vs_fedau": ("CA-Fed beats FedAU: higher time-average accuracy, lower second-half standard deviation, lower "
+                       "target objective"),
+    "fedau_bias": "FedAU's aggregation weights stay closer to the target weights than CA-Fed's",
 }
 
 

@@ -68,17 +68,24 @@ from flkit.seeding import rng
 from flkit.tasks import EngineTask
 
 __all__ = [
-    "SOURCE", "METHODS", "LABELS", "PALETTE", "TYPE_NAMES", "README", "readme_table", "PROFILES", "profile",
+    "SOURCE", "METHODS", "WITH_FEDAU", "FEDAU_K", "LABELS", "PALETTE", "TYPE_NAMES", "README", "readme_table", "PROFILES", "profile",
     "LRS", "Clients", "assign_types", "availability_parameters", "synthetic", "mnist", "local_optimum",
-    "make_task", "algorithms", "run_experiment", "log_rounds", "summarize", "compare_table", "paired_difference",
+    "run_config", "make_task", "algorithms", "run_experiment", "log_rounds", "summarize", "compare_table", "paired_difference",
     "verdict", "readme_check", "usage_by_type", "usage_contrast", "lesson_check", "share_check", "worked_example",
     "plot_shares", "plot_curves", "plot_usage",
 ]
 
 SOURCE = "arodio/CA-Fed@e673587"
 METHODS = ("unbiased", "f3ast", "adafed", "cafed")
-LABELS = {"unbiased": "Unbiased", "f3ast": "F3AST", "adafed": "AdaFed", "cafed": "CA-Fed"}
-PALETTE = {"unbiased": "tab:red", "f3ast": "tab:blue", "adafed": "tab:green", "cafed": "tab:orange"}  # as the code
+LABELS = {"unbiased": "Unbiased", "f3ast": "F3AST", "adafed": "AdaFed", "cafed": "CA-Fed", "fedau": "FedAU"}
+PALETTE = {"unbiased": "tab:red", "f3ast": "tab:blue", "adafed": "tab:green", "cafed": "tab:orange",
+           "fedau": "tab:purple"}  # the first four as the code
+# FedAU (document 000) as a fifth method beside them (the chapter "Across the documents"): every available client,
+# weights q_k omega_k with omega FedAU's online estimate of 1/pi_k (aggregate.FedAUWeighted), cutoff K = 50 (the
+# K of document 000's table), Unbiased's learning rates unless `lrs` has an entry "fedau". Not in METHODS: the
+# CA-Fed page's runs, figures and tables stay those of the four methods.
+WITH_FEDAU = METHODS + ("fedau",)
+FEDAU_K = 50
 
 # availability types (data/constants.py): (availability, stability) with their probabilities
 TYPE_NAMES = ("available-shifting", "unavailable-stable", "unavailable-shifting")
@@ -316,24 +323,37 @@ def mnist(seed: int = 42, n_clients: int = 24, n_clusters: int = 2, swaps: int =
 # ================================================================================================
 # the experiment through flkit.fl.run
 # ================================================================================================
-def make_task(cl: Clients, batch_size: int, epochs: int = 2) -> EngineTask:
+def run_config(experiment: str, dataset: str, setting: dict, batch_size: int, **extra) -> dict:
+    """The stored-run config of a sweep of the CA-Fed page: ``experiment`` ("cafed_synthetic", "cafed_mnist",
+    ...), the profile's `setting` of `dataset` (rounds, seeds, beta, ...), the learning rates ``LRS[dataset]``,
+    `batch_size`, the source; ``extra`` entries added (or replacing). The CA-Fed page's configs are these with
+    no extra entry, so their keys (and stored runs) do not change when other pages add methods."""
+    return dict(experiment=experiment, data_seed=42, **setting, lrs=LRS[dataset], batch_size=batch_size,
+                source=SOURCE) | extra
+
+
+def make_task(cl: Clients, batch_size: int, epochs: int = 2, train_metrics: bool = False) -> EngineTask:
     """The clients' local training: a linear model (1 logit: logistic loss; 10: cross-entropy), SGD with
     momentum 0.9 and weight decay 1e-2 (``utils/constants.py``), ``epochs`` passes in minibatches of
-    ``batch_size`` (the short last batch kept, as the code's DataLoader)."""
+    ``batch_size`` (the short last batch kept, as the code's DataLoader). ``train_metrics``: also the loss and
+    accuracy on the union of the clients' training data (``train_loss`` is the target objective F_T with
+    q_k = n_k / sum_j n_j, without the weight decay term)."""
     classes = int(max(cl.y.max(), cl.y_test.max())) + 1
     out = 1 if classes == 2 else classes
     return EngineTask(models.linear(cl.x.shape[1], out), cl.x, cl.y, cl.clients, cl.x_test, cl.y_test,
                       batch_size=batch_size, epochs=epochs, momentum=0.9, weight_decay=1e-2,
-                      eval_batch_size=4096)
+                      eval_batch_size=4096, train_metrics=train_metrics)
 
 
 def algorithms(cl: Clients, lrs: dict, rounds: int, beta: float, k: int = 12,
-               methods: Sequence[str] = METHODS) -> dict[str, fl.Algorithm]:
-    """The four methods as ``fl.Algorithm`` s: sampler + rule + server SGD (momentum 0.9, weight decay
-    1e-2) + the (local, server) learning rates of ``lrs``. F3AST: k = 12 clients, smoothing 1/rounds."""
-    unknown = sorted(set(methods) - set(METHODS))
+               methods: Sequence[str] = METHODS, K: int | None = FEDAU_K) -> dict[str, fl.Algorithm]:
+    """The methods as ``fl.Algorithm`` s: sampler + rule + server SGD (momentum 0.9, weight decay 1e-2) + the
+    (local, server) learning rates of ``lrs``. F3AST: k = 12 clients, smoothing 1/rounds. "fedau" (not in
+    METHODS; see WITH_FEDAU): every available client (as Unbiased), ``aggregate.FedAUWeighted(K)``, the
+    learning rates ``lrs["fedau"]`` if given, else Unbiased's; its rule never reads the availability pi."""
+    unknown = sorted(set(methods) - set(WITH_FEDAU))
     if unknown:
-        raise ValueError(f"unknown methods {unknown}; choose among {list(METHODS)}")
+        raise ValueError(f"unknown methods {unknown}; choose among {list(WITH_FEDAU)}")
     s = 1.0 / rounds
     parts = {
         "unbiased": (aggregate.InverseAvailability(), None),
@@ -341,37 +361,44 @@ def algorithms(cl: Clients, lrs: dict, rounds: int, beta: float, k: int = 12,
         "adafed": (aggregate.InverseAvailability(normalize=True), None),
         "cafed": (aggregate.InverseAvailability(), sample.CAFed(cl.pi, cl.lam, cl.optima, beta=beta)),
     }
+    if "fedau" in methods:
+        parts["fedau"] = (aggregate.FedAUWeighted(K), None)
     out = {}
     for m in methods:
         rule, sampler = parts[m]
-        local, server = lrs[m]
+        local, server = lrs["unbiased"] if m == "fedau" and "fedau" not in lrs else lrs[m]
         out[m] = fl.Algorithm(aggregate.ServerSGD(rule, momentum=0.9, weight_decay=1e-2), sampler=sampler,
-                              lr=server, local_lr=local, p=cl.pi, label=LABELS[m])
+                              lr=server, local_lr=local, p=cl.pi, label=LABELS[m])   # FedAUWeighted reads no p
     return out
 
 
 def run_experiment(cl: Clients, lrs: dict, rounds: int, seeds: Sequence[int], beta: float, batch_size: int,
-                   methods: Sequence[str] = METHODS, progress: bool = False) -> pd.DataFrame:
+                   methods: Sequence[str] = METHODS, progress: bool = False, train_metrics: bool = False,
+                   K: int | None = FEDAU_K) -> pd.DataFrame:
     """Every method on the same Markov availability (one mask per seed, ``participation.markov`` with the
     clients' pi and lambda) for `rounds` rounds. Returns a tidy table: the test accuracy every round
-    (metric test_acc, client = -1) and, per client, the rounds it was available
-    (metric available_rounds) and the rounds in which it was aggregated (aggregated_rounds) and the
-    total weight it received (weight_sum), at round = rounds."""
+    (metric test_acc, client = -1; with ``train_metrics`` also train_loss, the target objective) and, per
+    client, the rounds it was available (metric available_rounds) and the rounds in which it was aggregated
+    (aggregated_rounds) and the total weight it received (weight_sum), at round = rounds; for "fedau" (cutoff
+    `K`) also its final weight omega per client (metric omega)."""
     rounds, seeds = settings.positive_int(rounds, "rounds"), settings.seeds(seeds)
     settings.positive_int(batch_size, "batch_size")
-    task = make_task(cl, batch_size)
+    task = make_task(cl, batch_size, train_metrics=train_metrics)
     masks = {int(s): participation.markov(cl.pi, rounds, int(s), lam=cl.lam) for s in seeds}
-    res = fl.run(task, algorithms(cl, lrs, rounds, beta, methods=methods), seeds=list(seeds), rounds=rounds,
+    res = fl.run(task, algorithms(cl, lrs, rounds, beta, methods=methods, K=K), seeds=list(seeds), rounds=rounds,
                  availability=masks, every=1, diverge_factor=None, progress=progress, desc=cl.name)
     table = res.tidy().assign(client=-1)
-    table = table[table["metric"] == "test_acc"]
+    table = table[table["metric"].isin(("test_acc", "train_loss") if train_metrics else ("test_acc",))]
     rows = []
     for m in methods:
         st = res.final[m].inner                                                   # WeightState, (S, N)
         for i, s in enumerate(res.seeds[m]):
             avail = masks[int(s)].sum(0)
-            for metric, v in (("available_rounds", avail), ("aggregated_rounds", st.rounds[i].cpu().numpy()),
-                              ("weight_sum", st.weight[i].cpu().numpy())):
+            diag = [("available_rounds", avail), ("aggregated_rounds", st.rounds[i].cpu().numpy()),
+                    ("weight_sum", st.weight[i].cpu().numpy())]
+            if m == "fedau":
+                diag.append(("omega", aggregate.FedAUWeighted(K).omega(st)[i].cpu().numpy()))
+            for metric, v in diag:
                 rows.append(pd.DataFrame({"method": m, "seed": int(s), "round": rounds, "metric": metric,
                                           "value": np.asarray(v, dtype=float), "client": np.arange(len(v))}))
     return pd.concat([table] + rows, ignore_index=True)
@@ -583,17 +610,18 @@ def plot_shares(shares: pd.DataFrame, title: str, ax=None):
     return ax
 
 
-def plot_curves(table: pd.DataFrame, title: str, axes=None):
+def plot_curves(table: pd.DataFrame, title: str, axes=None, methods: Sequence[str] = METHODS):
     """Two panels: test accuracy per round and its time average (cumulative mean from round 0), mean over
-    seeds with a band of +- one standard error."""
+    seeds with a band of +- one standard error; one curve per method of `methods` in the table."""
     from flkit import plots
     if axes is None:
         axes = plots.figure(1, 2, row_height=3.0)[1][0]
     acc = table[(table["metric"] == "test_acc") & (table["client"] < 0)]
     # curves that nearly coincide (Unbiased, F3AST, CA-Fed on MNIST) stay apart by style: the widest drawn
     # first, then dashed and dotted lines, with markers at staggered rounds
-    style = {"unbiased": ("-", 2.8, "o"), "f3ast": ("--", 1.6, "s"), "adafed": ("-", 1.2, "D"), "cafed": (":", 2.0, "^")}
-    for k, m in enumerate(METHODS):
+    style = {"unbiased": ("-", 2.8, "o"), "f3ast": ("--", 1.6, "s"), "adafed": ("-", 1.2, "D"), "cafed": (":", 2.0, "^"),
+             "fedau": ("-.", 1.8, "v")}
+    for k, m in enumerate(methods):
         g = acc[acc["method"] == m].pivot_table(index="round", columns="seed", values="value") * 100
         if g.empty:
             continue
