@@ -50,8 +50,8 @@ from flkit import aggregate, participation
 from flkit.papers import claims
 
 __all__ = ["PAGE", "RULES", "LABELS", "COLORS", "PROFILES", "settings", "run_configs", "aggregator", "ram_mask",
-           "build_task", "run_batch", "store_for", "sweep", "stored", "final_accuracies", "paired", "summary",
-           "chapter_check", "omega_from_mask", "omega_check", "omega_stream", "checks", "overall_checks", "plot", "scale_of",
+           "build_task", "run_batch", "store_for", "sweep", "stored", "final_accuracies", "paired", "summary", "summary_wide",
+           "chapter_check", "findings", "omega_from_mask", "omega_check", "omega_stream", "checks", "overall_checks", "plot", "scale_of",
            "Deadline"]
 
 PAGE = "across/rare_users"
@@ -339,6 +339,16 @@ def summary(acc: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def summary_wide(summ: pd.DataFrame) -> pd.DataFrame:
+    """:func:`summary`'s means as a table: one row per (r, quantity) in the page's order (r descending; the rare
+    classes, their mean, overall), one column per rule in :data:`RULES`' order."""
+    order = {q: i for i, q in enumerate(["8", "9", "rare mean", "overall"])}
+    t = summ.assign(_r=-summ["r"], _q=summ["quantity"].map(order))
+    wide = t.pivot_table(index=["_r", "_q", "r", "quantity"], columns="rule", values="mean")
+    wide = wide.droplevel([0, 1])[[x for x in RULES if x in wide.columns]]
+    return wide.rename(columns=LABELS).rename_axis(columns="rule")
+
+
 def _per_seed(at: pd.DataFrame, rule: str, q) -> pd.Series:
     g = at[at["rule"] == rule]
     if q == "rare mean":
@@ -591,3 +601,46 @@ def scale_of(parameters: Mapping) -> list[str]:
     if s["epochs"] != p["epochs"]:
         out.append(f"reduced: local epochs {s['epochs']} (document: {p['epochs']})")
     return out
+
+
+# ------------------------------------------------------------------------------------------------ in words
+def _pct(r: float) -> str:
+    return f"r = {100 * r:.0f} %"
+
+
+def _diff(row) -> str:
+    if not math.isfinite(row.two_se):
+        return f"{row.difference:+.1f} points, {row.seeds} seed: no standard error"
+    return f"{row.difference:+.1f} ± {row.two_se:.1f} points, {row.verdict}"
+
+
+def findings(summ: pd.DataFrame, pf: pd.DataFrame, pc: pd.DataFrame) -> dict[str, str]:
+    """The page's findings as phrases for ``glue``, one clause per r run (each number from the tables): "best"
+    the rule with the highest mean rare-class accuracy and its paired difference from FedAvg; "lift" the
+    estimators of 1/rho (FedAU, K = inf; known rho) on the rare classes against FedAvg; "cvar" the same against
+    Fed-CVaR-Avg; "cost" their overall accuracy against FedAvg's; "k50" FedAU with K = 50 against FedAvg on the
+    rare classes; "mifa" MIFA against FedAvg on the rare classes and overall."""
+    out = {k: [] for k in ("best", "lift", "cvar", "cost", "k50", "mifa")}
+    for r in sorted(set(summ["r"]), reverse=True):
+        rm = summ[(summ["r"] == r) & (summ["quantity"] == "rare mean")].set_index("rule")
+        best = rm["mean"].idxmax()
+        pr = pf[(pf["r"] == r) & (pf["quantity"] == "rare mean")].set_index("rule")
+        pcr = pc[(pc["r"] == r) & (pc["quantity"] == "rare mean")].set_index("rule")
+        po = pf[(pf["r"] == r) & (pf["quantity"] == "overall")].set_index("rule")
+        fed = rm.loc["fedavg", "mean"]
+        out["best"].append(f"{_pct(r)}: {LABELS[best]}, {rm.loc[best, 'mean']:.1f} % on the rare class"
+                           f"{'es' if len(_rare(r)) > 1 else ''} against FedAvg's {fed:.1f} %"
+                           + ("" if best == "fedavg" else f" ({_diff(pr.loc[best])})"))
+        say = lambda t, rule: f"{LABELS[rule]} {t.loc[rule, 'mean']:.1f} % ({_diff(t.loc[rule])})"  # noqa: E731
+        est = [x for x in ("fedau-kinf", "known-rho") if x in pr.index]
+        out["lift"].append(f"{_pct(r)}: " + ", ".join(say(pr, x) for x in est) + f" against FedAvg's {fed:.1f} %")
+        if len(pcr):
+            out["cvar"].append(f"{_pct(r)}: " + ", ".join(say(pcr, x) for x in est if x in pcr.index)
+                               + f" against Fed-CVaR-Avg's {pcr['against_mean'].iloc[0]:.1f} %")
+        out["cost"].append(f"{_pct(r)}: " + ", ".join(say(po, x) for x in est)
+                           + f" against FedAvg's {po['against_mean'].iloc[0]:.1f} % overall")
+        if "fedau-k50" in pr.index:
+            out["k50"].append(f"{_pct(r)}: {say(pr, 'fedau-k50')}")
+        if "mifa" in pr.index:
+            out["mifa"].append(f"{_pct(r)}: {say(pr, 'mifa')} on the rare classes, {say(po, 'mifa')} overall")
+    return {k: "; ".join(v) or "n/a (not run)" for k, v in out.items()}
