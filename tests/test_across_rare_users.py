@@ -198,3 +198,27 @@ def test_scale_words_follow_the_profile():
     red = RU.scale_of({"profile": "reduced"})
     assert any("rounds 1000" in p for p in red) and any("Fig. 3" in p for p in red)
     assert all(p.startswith("reduced: ") for p in red)
+
+
+def test_chapter_check_reads_the_chapters_runs_up_to_this_pages_round():
+    """Fed the chapter's own stored runs (4000 rounds, read up to round 1000), the comparison with the chapter is
+    exactly zero; a shifted copy is seen."""
+    from flkit.papers import cvar
+    s = RU.settings("reduced")
+    ch = cvar.settings("mnist", "paper", ram="random-draw", settings=s["settings"], seeds=s["seeds"], cells=s["cells"])
+    theirs, n, total = cvar.stored(ch)
+    if n < total:
+        pytest.skip("the chapter's stored runs are not all here")
+    fake = theirs.assign(rule=theirs["method"])
+    got = RU.chapter_check(fake, s)
+    assert len(got) == 4 and (got["difference"] == 0).all() and (got["seeds"] == 3).all()
+    assert set(got["chapter_computed_on"]) == {"cuda"}
+    acc = RU.final_accuracies(fake, upto=1000)
+    assert acc.groupby("rule").size().min() > 0
+    late = fake[(fake["round"] >= 900) & (fake["round"] <= 1000) & (fake["metric"] == "test_acc")]
+    want = late[(late["method"] == "fedavg") & (late["seed"] == 0)]["value"].mean() * 100
+    got0 = acc[(acc["rule"] == "fedavg") & (acc["seed"] == 0) & (acc["metric"] == "test_acc")]["value"].iloc[0]
+    assert got0 == pytest.approx(want)
+    shifted = fake.assign(value=fake["value"] + 0.01 * (fake["method"] == "fedavg"))
+    moved = RU.chapter_check(shifted, s)
+    assert moved.loc[moved["method"] == "FedAvg", "difference"].round(6).eq(1.0).all()

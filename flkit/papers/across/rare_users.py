@@ -389,6 +389,7 @@ def chapter_check(df: pd.DataFrame, s: Mapping, last_frac: float = 0.1) -> pd.Da
     the paired difference (this page's minus the chapter's) with two standard errors, and the devices that
     computed each. Empty when the chapter has no stored runs at this setting."""
     from flkit.papers import cvar
+    from flkit.results import config_key
     rows = []
     ch = cvar.settings("mnist", "paper", ram="random-draw", settings=s["settings"], seeds=s["seeds"],
                        cells=s["cells"]) if s["page_profile"] != "smoke" else None
@@ -400,8 +401,11 @@ def chapter_check(df: pd.DataFrame, s: Mapping, last_frac: float = 0.1) -> pd.Da
     theirs = theirs.assign(rule=theirs["method"])
     T = s["rounds"]
     a, b = final_accuracies(df, last_frac, upto=T), final_accuracies(theirs, last_frac, upto=T)
-    dev_ours = ", ".join(sorted({str(d).split(" (")[0] for d in df.get("device", pd.Series(["?"])).dropna()}))
-    dev_theirs = ", ".join(sorted({str(d).split(" (")[0] for d in theirs.get("device", pd.Series(["?"])).dropna()}))
+    def devices(store, configs) -> str:
+        keys = {config_key(c) for c in configs}
+        return ", ".join(sorted({str(m.get("device")).split(" (")[0] for m in store.manifests() if m["key"] in keys}))
+    dev_ours = devices(store_for(s), run_configs(s)) or "?"
+    dev_theirs = devices(cvar.store_for(ch), cvar.run_configs(ch)) or "?"
     for r in sorted(set(a["pattern_frac"]) & set(b["pattern_frac"]), reverse=True):
         for rule in ("fedavg", "fed-cvar-avg"):
             for q in [*_rare(r), "overall"]:
