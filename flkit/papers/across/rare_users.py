@@ -2,8 +2,9 @@ r"""Under document 003's random access model (RAM), which server rule protects t
 
 Document 003 relays exactly one of K = 30 users per round, user i with probability :math:`\rho_i` (unknown to the
 server), and calls the methods for unknown participation statistics inapplicable ("they require server-user
-interaction", its Sec. 1.2). The other documents offer exactly such rules; this module runs them under 003's RAM,
-on 003's MNIST split of Figs. 3-4, beside FedAvg and Fed-CVaR-Avg:
+interaction", its Sec. 1.2). The other documents offer such rules: FedAU and MIFA need only the relayed updates and
+their senders, and weighting by the known :math:`1/\rho_i` is the oracle FedAU estimates. This module runs them under
+003's RAM, on 003's MNIST split of Figs. 3-4, beside FedAvg and Fed-CVaR-Avg:
 
 * **FedAvg**: the relayed user's model becomes the global model (``aggregate.Relay``; FedAvg over one participant,
   the Fed-CVaR-Avg chapter's runs at :math:`\alpha = \gamma = 1`);
