@@ -133,6 +133,11 @@ def test_step_effect_pairs_the_larger_step_with_fedavg_and_with_fed_cvar_avg():
     w = diagnosis.step_words(out.reset_index())
     assert w["gain"].startswith("class 9: 42.2 % against 41.0 % (+1.2 ± ") and w["seeds"] == "3"
     assert w["rest"].startswith("class 9: 44.0 % against 42.2 % (+1.8 ± ")
+    assert w["reading"].startswith("Fed-CVaR-Avg is ahead of the larger step beyond two standard errors")
+    same = out.reset_index().assign(cvar_minus_step_verdict="not testable at this scale")
+    assert "a larger step alone accounts for" in diagnosis.step_words(same)["reading"]
+    none = same.assign(step_gain_verdict="not testable at this scale")
+    assert "cannot tell a larger step from" in diagnosis.step_words(none)["reading"]
     assert diagnosis.step_words(out.reset_index().iloc[0:0])["gain"].startswith("n/a")
 
 
