@@ -193,7 +193,8 @@ def step_words(effect: pd.DataFrame, r: float = 0.9) -> dict[str, str]:
     """`step_effect` at `r` in words: the larger step against FedAvg, and Fed-CVaR-Avg against the larger step."""
     e = effect[effect["r"] == r] if len(effect) else effect
     if e.empty:
-        return {"gain": "n/a (no stored runs)", "rest": "n/a (no stored runs)", "seeds": "0"}
+        return {"gain": "n/a (no stored runs)", "rest": "n/a (no stored runs)", "seeds": "0",
+                "reading": "not run yet"}
     name = lambda q: "overall" if q == "overall" else f"class {q}"  # noqa: E731
 
     def diff(d, se, verdict, n):
