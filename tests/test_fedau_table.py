@@ -164,6 +164,8 @@ def test_ours_label_names_what_departs_from_the_document():
     assert T.ours_label(T.profile("reduced")) == "Fashion-MNIST, logistic regression, 1,000 rounds (ours)"
     paper = T.profile("paper")
     assert T.ours_label(paper) == "Fashion-MNIST (ours)"
+    assert T.ours_label(T.profile("reduced"), steps="retuned") == (
+        "Fashion-MNIST, logistic regression, 1,000 rounds, retuned step sizes (ours)")
 
 
 # ------------------------------------------------------------------------------------- step-size tuning

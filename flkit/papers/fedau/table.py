@@ -533,14 +533,17 @@ def _cell(mean: float, sd: float) -> str:
     return f"{mean:.1f} ± {sd:.1f}" if np.isfinite(sd) else f"{mean:.1f} (1 seed)"
 
 
-def ours_label(s: Mapping) -> str:
+def ours_label(s: Mapping, steps: str | None = None) -> str:
     """The header of our column: the data set and, where they depart from the document's, the model and the
-    rounds ("Fashion-MNIST, logistic regression, 1,000 rounds (ours)")."""
+    rounds, and `steps` (which step sizes, e.g. "retuned") where given ("Fashion-MNIST, logistic regression,
+    1,000 rounds, retuned step sizes (ours)")."""
     parts = [NAMES[s["dataset"]]]
     if s["model"] is not None and s["model"] != DATASETS[s["dataset"]]["model"]:
         parts.append(MODEL_WORDS.get(s["model"], str(s["model"])).replace("multinomial ", ""))
     if s["rounds"] != 10000:
         parts.append(f"{s['rounds']:,} rounds")
+    if steps:
+        parts.append(f"{steps} step sizes")
     return ", ".join(parts) + " (ours)"
 
 
