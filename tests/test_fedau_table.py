@@ -164,3 +164,124 @@ def test_ours_label_names_what_departs_from_the_document():
     assert T.ours_label(T.profile("reduced")) == "Fashion-MNIST, logistic regression, 1,000 rounds (ours)"
     paper = T.profile("paper")
     assert T.ours_label(paper) == "Fashion-MNIST (ours)"
+    assert T.ours_label(T.profile("reduced"), steps="retuned") == (
+        "Fashion-MNIST, logistic regression, 1,000 rounds, retuned step sizes (ours)")
+
+
+# ------------------------------------------------------------------------------------- step-size tuning
+def test_the_grid_is_the_lattice_10_to_the_k_over_4():
+    for k in range(-16, 13):
+        assert T.step(k) == float(f"{10 ** (k / 4):.3g}") and T.lattice_index(T.step(k)) == k
+    # the authors' published values are lattice points, so their stored runs are points of the grid
+    assert [T.lattice_index(v) for v in (0.0562, 0.1, 1.0, 1.78, 10.0)] == [-5, -4, 0, 1, 4]
+    with pytest.raises(ValueError, match="not on the lattice"):
+        T.lattice_index(0.05)
+    with pytest.raises(ValueError, match="lattice index"):
+        T.step(0.5)
+    assert T.grid(range(-5, -3), range(0, 2)) == [(0.0562, 1.0), (0.0562, 1.78), (0.1, 1.0), (0.1, 1.78)]
+
+
+def test_tuning_runs_span_the_stated_ranges_apart_from_the_table():
+    s = T.profile("reduced")
+    ranges = T.first_ranges(s)
+    # every method but K = 50 (which takes K = inf's pair), one lattice step either side of the authors' pair
+    assert set(ranges) == set(T.METHODS) - {"FedAU (K = 50)"}
+    for m, (g, e) in ranges.items():
+        kg, ke = T.lattice_index(T.METHODS[m][2]), T.lattice_index(T.METHODS[m][3])
+        assert (list(g), list(e)) == ([kg - 1, kg, kg + 1], [ke - 1, ke, ke + 1])
+    cs = T.tune_configs(s, ranges)
+    assert len(cs) == sum(len(g) * len(e) for g, e in ranges.values()) * len(s["tune_seeds"])
+    for m, (g, e) in ranges.items():
+        got = {(c["gamma"], c["eta"]) for c in cs if c["method"] == m}
+        assert got == {(float(f"{10 ** (i / 4):.3g}"), float(f"{10 ** (j / 4):.3g}")) for i in g for j in e}
+        assert got == set(T.grid(g, e)) and (T.METHODS[m][2], T.METHODS[m][3]) in got
+    assert {c["pattern"] for c in cs} == {"bernoulli"} and {c["seed"] for c in cs} == {0}
+    assert not {c["seed"] for c in cs} & set(s["seeds"])
+    assert all((c["clients"], c["rounds"], c["validation"]) == (250, 1000, 10000) for c in cs)
+    with pytest.raises(ValueError, match="disjoint"):
+        T.profile("reduced", seeds=[0, 1])
+
+
+def _scores():
+    # made up: validation accuracy peaks at (0.178, 1.0) for FedAU; the test accuracy, wrongly read, at (0.0562, 1.78)
+    rows = []
+    for g in (0.0562, 0.1, 0.178):
+        for e in (0.562, 1.0, 1.78):
+            val = 80 - 3 * abs(T.lattice_index(g) + 3) - 2 * abs(T.lattice_index(e))
+            test = 80 - 3 * abs(T.lattice_index(g) + 5) - 2 * abs(T.lattice_index(e) - 1)
+            rows.append(dict(method="FedAU (K = inf)", gamma=g, eta=e, val_acc=float(val), test_acc=float(test),
+                             train_loss=1.0))
+    return pd.DataFrame(rows)
+
+
+def _picks_the_validation_argmax(rule) -> bool:
+    r = rule(_scores(), 0.1).set_index("method").loc["FedAU (K = inf)"]
+    return (r.gamma, r.eta) == (0.178, 1.0)
+
+
+def test_select_takes_the_validation_argmax_and_never_the_test_accuracy():
+    assert _picks_the_validation_argmax(T.select)
+    # a deliberately wrong rule that reads the test accuracy fails the same test
+    wrong = lambda sc, tol: T.select(sc.assign(val_acc=sc["test_acc"]), tol)  # noqa: E731
+    assert not _picks_the_validation_argmax(wrong)
+    # the rule reads only val_acc: dropping every other metric changes nothing
+    assert _picks_the_validation_argmax(lambda sc, tol: T.select(sc[["method", "gamma", "eta", "val_acc"]], tol))
+    # ties (within tol) go to the point nearest the authors' (0.1, 1.0); outside tol the argmax wins
+    sc = _scores()
+    sc.loc[(sc.gamma == 0.1) & (sc.eta == 1.0), "val_acc"] = 80 - 0.05
+    assert tuple(T.select(sc, 0.1).iloc[0][["gamma", "eta"]]) == (0.1, 1.0)
+    assert tuple(T.select(sc, 0.01).iloc[0][["gamma", "eta"]]) == (0.178, 1.0)
+    # a diverged run (-inf) is never chosen; all diverged: a clear error
+    sc = _scores().assign(val_acc=-np.inf)
+    with pytest.raises(ValueError, match="diverged"):
+        T.select(sc, 0.1)
+
+
+def test_an_edge_selection_widens_its_range_only():
+    ranges = {"FedAU (K = inf)": (range(-5, -2), range(-1, 2))}
+    chosen = pd.DataFrame([dict(method="FedAU (K = inf)", gamma=0.178, eta=1.0)])   # k = -3 (edge), 0 (inside)
+    assert T._extend(ranges, chosen) == {"FedAU (K = inf)": (range(-5, -1), range(-1, 2))}
+    inside = pd.DataFrame([dict(method="FedAU (K = inf)", gamma=0.1, eta=1.0)])
+    assert T._extend(ranges, inside) == ranges
+
+
+def test_the_tuned_table_differs_from_the_authors_only_in_step_sizes():
+    from flkit.results import config_key
+    s = T.profile("reduced")
+    tuned = {m: (T.step(T.lattice_index(g) + 2), T.step(T.lattice_index(e) - 1)) for m, (_, _, g, e) in T.METHODS.items()}
+    a, b = T.configs(s), T.configs(s, steps=tuned)
+    assert len(a) == len(b) == 105
+    for x, y in zip(a, b):
+        assert {k: v for k, v in x.items() if k not in ("gamma", "eta")} == {k: v for k, v in y.items() if k not in ("gamma", "eta")}
+        assert (y["gamma"], y["eta"]) == tuned[x["method"]] != (x["gamma"], x["eta"])
+    # the authors' pairs give the stored runs' configs unchanged
+    same = {m: (g, e) for m, (_, _, g, e) in T.METHODS.items()}
+    assert [config_key(c) for c in T.configs(s, steps=same)] == [config_key(c) for c in a]
+    with pytest.raises(ValueError, match="unknown methods"):
+        T.configs(s, steps={"FedAvg": (0.1, 1.0)})
+
+
+def test_the_validation_split_holds_training_images_out_and_never_the_test_set():
+    held, kept = T.validation_split(100, 20)
+    assert len(held) == 20 and len(kept) == 80 and not set(held) & set(kept) and set(held) | set(kept) == set(range(100))
+    s = T.profile("smoke")
+    c = T.tune_configs(s, T.first_ranges(s))[0]
+    x, y, xv, yv = T.load_data(c, "cpu")
+    x0, y0, xt, yt = T.load_data(dict(c, validation=None), "cpu")
+    h, k = T.validation_split(len(y0), s["tune_validation"])
+    assert torch.equal(xv, x0[h]) and torch.equal(x, x0[k]) and len(yv) == s["tune_validation"]
+    assert xv.shape[0] != xt.shape[0] or not torch.equal(xv, xt)
+
+
+def test_tune_on_a_tiny_profile(tmp_path):
+    s = T.profile("smoke", patterns=["bernoulli"], rounds=4, eval_every=2, window=2, tune_extend=1)
+    res = T.tune(s, root=tmp_path, device="cpu")
+    assert set(res["steps"]) == set(T.METHODS) and res["steps"]["FedAU (K = 50)"] == res["steps"]["FedAU (K = inf)"]
+    for m, (g, e) in res["ranges"].items():
+        sc = res["scores"][res["scores"].method == m]
+        assert set(zip(sc.gamma, sc.eta)) == set(T.grid(g, e))
+        assert res["steps"][m] in set(T.grid(g, e))
+    # read back from the store; the page's table of the study has a row per method
+    again = T.tune(s, root=tmp_path, device="cpu", compute_missing=False)
+    assert again["steps"] == res["steps"]
+    assert list(T.tuning_table(res, s).index) == list(T.METHODS)

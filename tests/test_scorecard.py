@@ -130,6 +130,11 @@ def test_page_scale_is_derived_from_the_parameters():
     assert scorecard.scale_kind(scorecard.page_scale("cvar/mnist", {"profile": "paper", "ram": "authors"})) == "stand-in"
     fa = scorecard.page_scale("fedau/table", {"profile": "reduced"})
     assert "multinomial logistic regression for the authors' CNN" in fa and "rounds 1,000" in fa
+    assert "step sizes" not in fa and "step sizes" not in scorecard.page_scale("fedau/cutoff", {"profile": "reduced",
+                                                                                                "retune": True})
+    tuned = scorecard.page_scale("fedau/table", {"profile": "reduced", "retune": True})
+    assert tuned.startswith(fa.split("; ")[0]) and scorecard.scale_kind(tuned) == "stand-in"
+    assert "stand-in: step sizes tuned on the stand-in" in tuned and "for the authors' CIFAR-10 step sizes" in tuned
     assert "stand-in: Fashion-MNIST" in scorecard.page_scale("fedau/overfitting", {"profile": "paper"})
 
 

@@ -16,6 +16,11 @@ minibatches afresh from a stream keyed by (seed, round, client) (the code walks 
 loader across rounds); train-time augmentation (random crop/flip; CIFAR-100's colour transforms) is not
 applied; accuracy is recorded every ``eval_every`` rounds and the table averages the evaluations in the
 last ``window`` rounds (the document does not say which rounds its table averages).
+
+The step sizes were published for the CIFAR-10 CNN only. On a stand-in (another data set or model) they are
+retuned (:func:`tune`): per method a grid of (gamma, eta) on the lattice 10^(k/4) on which the authors' values
+lie, Bernoulli participation, the profile's clients and rounds, tuning seeds disjoint from the table's, and a
+validation split held out from the training set (the test set is never read); the rule is :func:`select`.
 """
 from __future__ import annotations
 
@@ -35,7 +40,8 @@ from flkit.seeding import resolve_device
 from flkit.tasks import EngineTask
 
 __all__ = ["DATASETS", "PATTERNS", "METHODS", "PROFILES", "REFERENCE", "profile", "configs", "run_batch",
-           "sweep", "summarize", "table", "checks"]
+           "sweep", "summarize", "table", "checks", "step", "lattice_index", "grid", "tune_configs", "select",
+           "tune", "tuning_table", "tuning_grid", "sensitivity", "side_by_side"]
 
 # dataset -> the authors' model and input normalization (IBM/fedau@6e9cce9 model/*.py, dataset/dataset.py)
 DATASETS = {
@@ -76,17 +82,22 @@ def rule(name: str, K: int | None = None):
 
 
 _COMMON = dict(clients=250, local_steps=5, batch=16, data_alpha=0.1, part_alpha=0.1, p_mean=0.1, p_min=0.02,
-               markov_x=0.05, cycle=100, seeds=[1, 2, 3, 4, 5], methods=list(METHODS), patterns=list(PATTERNS))
+               markov_x=0.05, cycle=100, seeds=[1, 2, 3, 4, 5], methods=list(METHODS), patterns=list(PATTERNS),
+               # step-size tuning (`tune`): seeds disjoint from the table's, validation images held out of the
+               # training set, the first grid +-tune_radius lattice steps around the authors' values, at most
+               # tune_extend extensions of an edge the selection lands on, ties within tune_tol points
+               tune_seeds=[0], tune_validation=10000, tune_radius=1, tune_extend=3, tune_tol=0.1)
 PROFILES = {
     # seconds on one CPU thread: a subset of the data, 20 clients, logistic regression
     "smoke": dict(_COMMON, dataset="fashion-mnist", model="logreg", clients=20, rounds=30, eval_every=10,
                   window=10, seeds=[1], train_subset=2000, test_subset=500, p_min=0.05,
-                  cutoffs=[5, None], p_mins=[0.05], cutoff_seeds=[1]),
+                  cutoffs=[5, None], p_mins=[0.05], cutoff_seeds=[1], tune_validation=500, tune_extend=1),
     # the CPU profile that is executed here: the document's setting with logistic regression on
     # Fashion-MNIST in place of the CNN, 1,000 rounds in place of 10,000, and a smaller cutoff grid
+    # (at most two widenings of the step-size grid: a tuning run costs about a minute on a third of a CPU core)
     "reduced": dict(_COMMON, dataset="fashion-mnist", model="logreg", rounds=1000, eval_every=50, window=200,
                     train_subset=None, test_subset=None, cutoffs=[5, 20, 50, 200, None],
-                    p_mins=[0.005, 0.02, 0.05], cutoff_seeds=[1, 2, 3]),
+                    p_mins=[0.005, 0.02, 0.05], cutoff_seeds=[1, 2, 3], tune_extend=2),
     # the document's setting (the authors' CNN; dataset as given, Fashion-MNIST here as a stand-in)
     "paper": dict(_COMMON, dataset="fashion-mnist", model=None, rounds=10000, eval_every=50, window=1000,
                   train_subset=None, test_subset=None, cutoffs=[5, 10, 20, 50, 100, 500, None],
@@ -116,6 +127,18 @@ def validate(s: Mapping) -> None:
         raise ValueError(f"window ({s['window']}) must be at most rounds ({s['rounds']})")
     check_seeds(s["seeds"])
     check_seeds(s["cutoff_seeds"], "cutoff_seeds")
+    check_seeds(s["tune_seeds"], "tune_seeds")
+    if set(s["tune_seeds"]) & set(s["seeds"]):
+        raise ValueError(f"tune_seeds {s['tune_seeds']} must be disjoint from the table's seeds {s['seeds']}")
+    positive_int(s["tune_validation"], "tune_validation")
+    train = s["train_subset"] or 60000
+    if s["tune_validation"] >= train:
+        raise ValueError(f"tune_validation ({s['tune_validation']}) must be smaller than the training set ({train})")
+    positive_int(s["tune_radius"], "tune_radius")
+    if not isinstance(s["tune_extend"], int) or s["tune_extend"] < 0:
+        raise ValueError(f"tune_extend must be an int >= 0, got {s['tune_extend']!r}")
+    if not isinstance(s["tune_tol"], (int, float)) or not s["tune_tol"] >= 0:
+        raise ValueError(f"tune_tol must be a number >= 0 (points of validation accuracy), got {s['tune_tol']!r}")
     for k, allowed in (("methods", list(METHODS)), ("patterns", list(PATTERNS))):
         v = s[k]
         if isinstance(v, str) or not isinstance(v, Sequence) or not v or any(m not in allowed for m in v):
@@ -135,9 +158,15 @@ def model_name(s: Mapping) -> str:
 
 
 # ------------------------------------------------------------------------------------------ configs
-def configs(s: Mapping, *, study: str = "table") -> list[dict]:
+def configs(s: Mapping, *, study: str = "table", steps: Mapping[str, tuple[float, float]] | None = None) -> list[dict]:
     """One config per run. study "table": every method x pattern x seed; "cutoff": FedAU with every K of
-    ``cutoffs`` x every p_min of ``p_mins`` under Bernoulli participation x seed."""
+    ``cutoffs`` x every p_min of ``p_mins`` under Bernoulli participation x seed. steps: {method: (gamma,
+    eta)} in place of the authors' (METHODS) for the methods it names (e.g. :func:`tune`'s selection); a run
+    whose step sizes equal the authors' is the same run (the same config)."""
+    steps = dict(steps or {})
+    unknown = sorted(set(steps) - set(METHODS))
+    if unknown:
+        raise ValueError(f"steps names unknown methods {unknown}; choose among {list(METHODS)}")
     base = {k: s[k] for k in ("dataset", "clients", "rounds", "local_steps", "batch", "data_alpha", "part_alpha",
                               "p_mean", "eval_every", "train_subset", "test_subset")}
     base["model"] = model_name(s)
@@ -146,6 +175,7 @@ def configs(s: Mapping, *, study: str = "table") -> list[dict]:
         for pattern in s["patterns"]:
             for m in s["methods"]:
                 r, K, gamma, eta = METHODS[m]
+                gamma, eta = steps.get(m, (gamma, eta))
                 for seed in s["seeds"]:
                     out.append(dict(base, pattern=pattern, method=m, rule=r, K=K, gamma=gamma, eta=eta,
                                     p_min=s["p_min"], seed=seed, **_pattern_args(s, pattern)))
@@ -185,8 +215,10 @@ _DATA: dict = {}
 
 
 def load_data(c: Mapping, device) -> tuple:
-    """(x, y, x_test, y_test) of the config's dataset, normalized as the authors do, on `device` (cached)."""
-    key = (c["dataset"], c["train_subset"], c["test_subset"], str(device))
+    """(x, y, x_test, y_test) of the config's dataset, normalized as the authors do, on `device` (cached).
+    A config with ``validation`` = v (the tuning runs) holds v images of the training set out (a fixed random
+    draw, the same for every seed) and evaluates on them in place of the test set, which it never reads."""
+    key = (c["dataset"], c["train_subset"], c["test_subset"], c.get("validation"), str(device))
     if key not in _DATA:
         ds = datasets.load(c["dataset"])
         spec = DATASETS[c["dataset"]]
@@ -196,9 +228,22 @@ def load_data(c: Mapping, device) -> tuple:
             x, y = x[:c["train_subset"]], y[:c["train_subset"]]
         if c["test_subset"]:
             xt, yt = xt[:c["test_subset"]], yt[:c["test_subset"]]
+        if c.get("validation"):
+            held, kept = validation_split(len(y), c["validation"])
+            xt, yt, x, y = x[held], y[held], x[kept], y[kept]
         _DATA.clear()
         _DATA[key] = tuple(t.to(device) for t in (x, y, xt, yt))
     return _DATA[key]
+
+
+def validation_split(n: int, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """(held-out, kept) indices of a training set of n images: v held out by a fixed draw (stream
+    "validation" of seed 0), the rest kept in their order."""
+    from flkit.seeding import rng
+    if not 0 < v < n:
+        raise ValueError(f"the validation split needs 0 < v < n, got v = {v}, n = {n}")
+    idx = rng(0, "validation").permutation(n)
+    return np.sort(idx[:v]), np.sort(idx[v:])
 
 
 def split(c: Mapping, y: np.ndarray) -> tuple[partition.Partition, np.ndarray]:
@@ -266,13 +311,15 @@ def store_for(s: Mapping, root=None):
 
 def sweep(s: Mapping, *, study: str = "table", root=None, device="auto", compute_missing: bool = True,
           deadline: float | None = None, progress: bool = True, checkpoint_dir=None,
-          cpu_threads: int | None = 2) -> pd.DataFrame:
-    """Every run of the study, from the store or computed (grouped so that a pattern's methods and seeds
+          cpu_threads: int | None = 2, steps: Mapping | None = None,
+          runs: Sequence[Mapping] | None = None) -> pd.DataFrame:
+    """Every run of the study (with `steps` as in :func:`configs`; or the configs `runs`, e.g.
+    :func:`tune_configs`), from the store or computed (grouped so that a pattern's methods and seeds
     train together); resumable at the run level (stored runs are skipped) and inside a batch
     (checkpoint_dir). compute_missing=False raises when a run is not stored."""
     from flkit import results
     store = store_for(s, root)
-    cs = configs(s, study=study)
+    cs = configs(s, study=study, steps=steps) if runs is None else [dict(c) for c in runs]
     missing = [c for c in cs if not store.done(c)]
     if missing and not compute_missing:
         raise RuntimeError(f"{len(missing)} of {len(cs)} runs are not stored; run with compute_missing=True")
@@ -282,6 +329,183 @@ def sweep(s: Mapping, *, study: str = "table", root=None, device="auto", compute
                                desc=f"FedAU {study}")
     df.attrs["computed"], df.attrs["stored"] = len(missing), len(cs) - len(missing)
     return df
+
+
+# ------------------------------------------------------------------------------------- step-size tuning
+PER_DECADE = 4               # the authors' step sizes lie on 10^(k/4): 0.0562 = 10^(-5/4), 1.78 = 10^(1/4)
+# a method that takes another's tuned step sizes: the cutoff K is compared at equal step sizes, as the authors do
+TUNED_WITH = {"FedAU (K = 50)": "FedAU (K = inf)"}
+
+
+def step(k: int) -> float:
+    """Point k of the step-size lattice, 10^(k/4), to three significant figures as the authors write their step
+    sizes (so that their values are lattice points exactly and their stored runs are the grid's)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise ValueError(f"a lattice index is an int, got {k!r}")
+    return float(f"{10 ** (int(k) / PER_DECADE):.3g}")
+
+
+def lattice_index(v: float) -> int:
+    """The k with step(k) == v; ValueError for a value off the lattice."""
+    if not v > 0:
+        raise ValueError(f"a step size is > 0, got {v!r}")
+    k = int(round(PER_DECADE * np.log10(v)))
+    if step(k) != v:
+        raise ValueError(f"{v!r} is not on the lattice 10^(k/{PER_DECADE}) (nearest: {step(k)!r})")
+    return k
+
+
+def grid(gamma_ks: Sequence[int], eta_ks: Sequence[int]) -> list[tuple[float, float]]:
+    """Every (gamma, eta) = (step(i), step(j)), i in gamma_ks, j in eta_ks."""
+    return [(step(i), step(j)) for i in gamma_ks for j in eta_ks]
+
+
+def tuned_methods(s: Mapping) -> list[str]:
+    """The methods of `s` whose step sizes are tuned (the others take those of TUNED_WITH)."""
+    return [m for m in s["methods"] if m not in TUNED_WITH] + sorted(
+        {TUNED_WITH[m] for m in s["methods"] if m in TUNED_WITH} - set(s["methods"]))
+
+
+def first_ranges(s: Mapping) -> dict[str, tuple[range, range]]:
+    """{method: (gamma indices, eta indices)}: tune_radius lattice steps either side of the authors' values."""
+    r = s["tune_radius"]
+    out = {}
+    for m in tuned_methods(s):
+        kg, ke = lattice_index(METHODS[m][2]), lattice_index(METHODS[m][3])
+        out[m] = (range(kg - r, kg + r + 1), range(ke - r, ke + r + 1))
+    return out
+
+
+def tune_configs(s: Mapping, ranges: Mapping[str, tuple[Sequence[int], Sequence[int]]]) -> list[dict]:
+    """The tuning runs: every method of `ranges` x its grid x tune_seeds, Bernoulli participation, the profile's
+    clients and rounds, tune_validation training images held out (`load_data`)."""
+    base = configs(dict(s, patterns=["bernoulli"], methods=list(ranges), seeds=s["tune_seeds"]))
+    out = []
+    for c in base:
+        if c["seed"] != s["tune_seeds"][0]:
+            continue
+        for gamma, eta in grid(*ranges[c["method"]]):
+            for seed in s["tune_seeds"]:
+                out.append(dict(c, gamma=gamma, eta=eta, seed=seed, validation=s["tune_validation"]))
+    return out
+
+
+def tune_scores(df: pd.DataFrame, s: Mapping) -> pd.DataFrame:
+    """Per (method, gamma, eta): the mean over tune_seeds of the final-window validation accuracy (%), the
+    selection's quantity (``val_acc``), and of the final-window training loss (shown beside it, not used).
+    A run whose accuracy is not finite (diverged) scores -inf."""
+    keys = ["method", "gamma", "eta"]
+    last = df[df["round"] > s["rounds"] - s["window"]]
+    g = last.groupby(keys + ["seed", "metric"])["value"].mean().unstack("metric")
+    acc = 100 * g["test_acc"].where(np.isfinite(g["test_acc"]), -np.inf)
+    out = pd.DataFrame({"val_acc": acc.groupby(keys).mean(), "train_loss": g["train_loss"].groupby(keys).mean(),
+                        "seeds": acc.groupby(keys).count()})
+    return out.reset_index()
+
+
+def select(scores: pd.DataFrame, tol: float, authors: Mapping[str, tuple[float, float]] | None = None) -> pd.DataFrame:
+    """The rule: per method, the (gamma, eta) of the highest `val_acc` (validation accuracy, %, on the tuning
+    seeds); grid points within `tol` points of it count as tied, and among them the one nearest the authors'
+    values (fewest lattice steps, |di| + |dj|) wins, then the higher score. Reads no other column of `scores`."""
+    authors = authors or {m: (v[2], v[3]) for m, v in METHODS.items()}
+    rows = []
+    for m, g in scores.groupby("method", sort=False):
+        v = g["val_acc"].to_numpy(dtype=float)
+        if not np.isfinite(v).any():
+            raise ValueError(f"{m}: every grid point diverged; widen the grid toward smaller step sizes")
+        best = np.nanmax(np.where(np.isfinite(v), v, -np.inf))
+        tied = g[v >= best - tol]
+        ag, ae = (lattice_index(x) for x in authors[m])
+        dist = [abs(lattice_index(a) - ag) + abs(lattice_index(b) - ae) for a, b in zip(tied.gamma, tied.eta)]
+        pick = tied.assign(_d=dist).sort_values(["_d", "val_acc"], ascending=[True, False]).iloc[0]
+        rows.append(dict(method=m, gamma=float(pick.gamma), eta=float(pick.eta), val_acc=float(pick.val_acc),
+                         best_val_acc=float(best), tied=len(tied)))
+    return pd.DataFrame(rows)
+
+
+def _extend(ranges: dict, chosen: pd.DataFrame) -> dict:
+    """Each range whose chosen index is its edge, one lattice step wider on that side; the others unchanged."""
+    out = {}
+    for _, r in chosen.iterrows():
+        rg, re = ranges[r.method]
+        new = []
+        for ks, k in ((rg, lattice_index(r.gamma)), (re, lattice_index(r.eta))):
+            lo, hi = ks.start - (k == ks.start), ks.stop + (k == ks.stop - 1)
+            new.append(range(lo, hi))
+        out[r.method] = tuple(new)
+    return out
+
+
+def tune(s: Mapping, *, root=None, device="auto", compute_missing: bool = True, progress: bool = False,
+         cpu_threads: int | None = 2) -> dict:
+    """The step-size study: the first grid (:func:`first_ranges`), then, while a method's selection
+    (:func:`select`) lies on an edge of its grid, that edge one lattice step further (at most tune_extend
+    times). Returns {"ranges": {method: (gamma indices, eta indices)}, "scores": every grid point
+    (:func:`tune_scores`), "selected": :func:`select`'s table, "steps": {method: (gamma, eta)} for every
+    method of `s` (TUNED_WITH's take their partner's), "on_edge": methods still selected on an edge}."""
+    ranges = first_ranges(s)
+    for attempt in range(s["tune_extend"] + 1):
+        df = sweep(s, runs=tune_configs(s, ranges), root=root, device=device, compute_missing=compute_missing,
+                   progress=progress, cpu_threads=cpu_threads)
+        scores = tune_scores(df, s)
+        chosen = select(scores, s["tune_tol"])
+        wider = _extend(ranges, chosen)
+        if wider == ranges or attempt == s["tune_extend"]:
+            break
+        ranges = wider
+    steps = {r.method: (float(r.gamma), float(r.eta)) for _, r in chosen.iterrows()}
+    steps.update({m: steps[w] for m, w in TUNED_WITH.items() if m in s["methods"]})
+    on_edge = sorted(m for m in ranges if _extend({m: ranges[m]}, chosen[chosen.method == m]) != {m: ranges[m]})
+    return dict(ranges=ranges, scores=scores, selected=chosen, steps={m: steps[m] for m in s["methods"]},
+                on_edge=on_edge)
+
+
+def tuning_table(res: Mapping, s: Mapping) -> pd.DataFrame:
+    """The step-size study in one table, per method of `s`: the authors' (gamma, eta), the grid searched (as
+    lattice indices k of 10^(k/4) and values), the selection and the validation accuracy (%, tuning seeds'
+    mean) at the authors' values and at the selection. A method of TUNED_WITH names whose values it takes."""
+    sc = res["scores"].set_index(["method", "gamma", "eta"])["val_acc"]
+    sel = res["selected"].set_index("method")
+    rows = []
+    for m in s["methods"]:
+        t = TUNED_WITH.get(m, m)
+        _, _, ag, ae = METHODS[m]
+        gk, ek = res["ranges"][t]
+        g, e = res["steps"][m]
+        rows.append({"method": m, "authors' gamma": ag, "authors' eta": ae,
+                     "gamma grid": f"{step(gk[0]):g} to {step(gk[-1]):g} (k = {gk[0]}..{gk[-1]})",
+                     "eta grid": f"{step(ek[0]):g} to {step(ek[-1]):g} (k = {ek[0]}..{ek[-1]})",
+                     "selected gamma": g, "selected eta": e,
+                     "val. acc. at the authors' (%)": round(float(sc.get((t, ag, ae), np.nan)), 2) if t == m else np.nan,
+                     "val. acc. at the selection (%)": round(float(sel.loc[t, "val_acc"]), 2),
+                     "tied points": int(sel.loc[t, "tied"]),
+                     "note": f"as {t}" if t != m else ("selection on the grid's edge" if m in res["on_edge"] else "")})
+    return pd.DataFrame(rows).set_index("method")
+
+
+def tuning_grid(res: Mapping, method: str) -> pd.DataFrame:
+    """One method's validation accuracy (%) over its grid: rows gamma, columns eta."""
+    sc = res["scores"]
+    return sc[sc.method == method].pivot(index="gamma", columns="eta", values="val_acc")
+
+
+def sensitivity(main: pd.DataFrame, other: pd.DataFrame, labels: tuple[str, str] = ("retuned", "authors'")) -> pd.DataFrame:
+    """Every paired difference to FedAU (K = inf) (:func:`differences`) under two sets of step sizes side by
+    side: per pattern and method, "mean ± 2 s.e." and the direction under each, whether the direction
+    changes, and the shift of the mean difference (first set minus second, points)."""
+    a, b = main.set_index(["pattern", "method"]), other.set_index(["pattern", "method"])
+    rows = []
+    for key in a.index:
+        if key not in b.index:
+            continue
+        r = {"pattern": key[0], "method": key[1]}
+        for lab, d in zip(labels, (a.loc[key], b.loc[key])):
+            r[f"{lab}: difference (points)"] = f"{d.ours:+.2f} ± {2 * d.se:.2f}"
+            r[f"{lab}: direction"] = d.direction
+        r["direction changes"] = a.loc[key, "direction"] != b.loc[key, "direction"]
+        r["shift (points)"] = float(a.loc[key, "ours"] - b.loc[key, "ours"])
+        rows.append(r)
+    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------------------- summaries
@@ -309,14 +533,17 @@ def _cell(mean: float, sd: float) -> str:
     return f"{mean:.1f} ± {sd:.1f}" if np.isfinite(sd) else f"{mean:.1f} (1 seed)"
 
 
-def ours_label(s: Mapping) -> str:
+def ours_label(s: Mapping, steps: str | None = None) -> str:
     """The header of our column: the data set and, where they depart from the document's, the model and the
-    rounds ("Fashion-MNIST, logistic regression, 1,000 rounds (ours)")."""
+    rounds, and `steps` (which step sizes, e.g. "retuned") where given ("Fashion-MNIST, logistic regression,
+    1,000 rounds, retuned step sizes (ours)")."""
     parts = [NAMES[s["dataset"]]]
     if s["model"] is not None and s["model"] != DATASETS[s["dataset"]]["model"]:
         parts.append(MODEL_WORDS.get(s["model"], str(s["model"])).replace("multinomial ", ""))
     if s["rounds"] != 10000:
         parts.append(f"{s['rounds']:,} rounds")
+    if steps:
+        parts.append(f"{steps} step sizes")
     return ", ".join(parts) + " (ours)"
 
 
@@ -618,3 +845,19 @@ def reading_values(checks: Sequence[claims.Check]) -> dict:
             key = "mifa" if "MIFA" in c.what else "fedvarp"
         out[f"d_{key}"], out[f"v_{key}"] = float(c.ours), c.verdict
     return out
+
+
+def side_by_side(main: pd.DataFrame, other: pd.DataFrame, labels: tuple[str, str] = ("retuned", "authors'"),
+                 metric: str = "test_acc") -> pd.DataFrame:
+    """Rows the methods, columns (pattern, step sizes): "mean ± sd" (% over seeds) of the final-window `metric`
+    from two :func:`summarize` tables (two sets of step sizes)."""
+    out = {}
+    for p in PATTERNS:
+        for lab, sm in zip(labels, (main, other)):
+            hit = sm[(sm.pattern == p) & (sm.metric == metric)].set_index("method")
+            if len(hit):
+                out[(PATTERNS[p], lab)] = {m: _cell(hit.loc[m, "mean"], hit.loc[m, "sd"]) for m in METHODS if m in hit.index}
+    df = pd.DataFrame(out)
+    df.columns = pd.MultiIndex.from_tuples(df.columns)
+    df.index.name = "method"
+    return df
