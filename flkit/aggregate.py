@@ -332,6 +332,18 @@ class WeightState:
     rounds: Tensor
 
 
+def _weighted_sum(state, upd: Updates, w: Tensor):
+    """The round's direction sum_i w_i delta_i, and `state`'s per-(run, client) weight and participation tallies
+    with this round's weights `w` ((M, 1), one per pair) added."""
+    G = upd.sum_clients(w.to(upd.delta.dtype) * upd.delta)
+    weight, rounds = state.weight.clone(), state.rounds.clone()
+    if len(w):
+        r, n = upd.pairs[:, 0].to(weight.device), upd.pairs[:, 1].to(weight.device)
+        weight.index_put_((r, n), w[:, 0].to(weight.device), accumulate=True)
+        rounds.index_put_((r, n), torch.ones_like(w[:, 0]).to(weight.device), accumulate=True)
+    return G, weight, rounds
+
+
 @dataclass(frozen=True)
 class InverseAvailability:
     r"""Weights inversely proportional to availability (CA-Fed and its baselines, arodio/CA-Fed@e673587
@@ -383,12 +395,7 @@ class InverseAvailability:
 
     def apply(self, state: WeightState, upd: Updates):
         w = self.weights(upd)
-        G = upd.sum_clients(w.to(upd.delta.dtype) * upd.delta)
-        weight, rounds = state.weight.clone(), state.rounds.clone()
-        if len(w):
-            r, n = upd.pairs[:, 0].to(weight.device), upd.pairs[:, 1].to(weight.device)
-            weight.index_put_((r, n), w[:, 0].to(weight.device), accumulate=True)
-            rounds.index_put_((r, n), torch.ones_like(w[:, 0]).to(weight.device), accumulate=True)
+        G, weight, rounds = _weighted_sum(state, upd, w)
         return G, WeightState(weight, rounds)
 
 
@@ -431,12 +438,7 @@ class FedAUWeighted:
         sizes = upd.sizes.to(device=omega.device, dtype=torch.float64)
         a = (sizes / sizes.sum(1, keepdim=True) * omega).to(upd.delta.device)[upd.pairs[:, 0], upd.pairs[:, 1]]
         w = (a * upd.counts.to(a.dtype)).unsqueeze(-1)
-        G = upd.sum_clients(w.to(upd.delta.dtype) * upd.delta)
-        weight, rounds = state.weight.clone(), state.rounds.clone()
-        if len(w):
-            r, n = upd.pairs[:, 0].to(weight.device), upd.pairs[:, 1].to(weight.device)
-            weight.index_put_((r, n), w[:, 0].to(weight.device), accumulate=True)
-            rounds.index_put_((r, n), torch.ones_like(w[:, 0]).to(weight.device), accumulate=True)
+        G, weight, rounds = _weighted_sum(state, upd, w)
         return G, FedAUWeightState(weight, rounds, rule.record(state.intervals, upd.mask.to(omega.device)))
 
 
