@@ -47,6 +47,9 @@ def test_a_trajectory_that_is_not_algorithm_1s_is_refused():
 
 
 def _stored_mnist_run(method: str):
+    """The first stored 4,000-round run of `method` at the document's setting (alpha = gamma = 0.3 for
+    Fed-CVaR-Avg, lr 1e-3, normalized inputs): variants stored beside it (alpha = 0.1, the authors' input
+    scaling, a larger FedAvg step) must not be picked by accident."""
     from flkit import datasets
     from flkit.results import Store
     if not datasets.available("mnist"):
@@ -54,7 +57,9 @@ def _stored_mnist_run(method: str):
     store = Store(REPO / "results" / "cvar" / "mnist")
     for p in sorted(store.root.glob("*.json")):
         c = json.loads(p.read_text())["config"]
-        if c["method"] == method and c["rounds"] == 4000 and store.done(c):
+        document = (c.get("input_scaling") is None and c["lr_theta"] == 1e-3
+                    and (method != "fed-cvar-avg" or (c["alpha"], c["gamma"]) == (0.3, 0.3)))
+        if c["method"] == method and c["rounds"] == 4000 and document and store.done(c):
             return c, store.load(c)
     pytest.skip(f"no stored {method} MNIST run")
 
