@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
+import re
 import pkgutil
 import sys
 from pathlib import Path
@@ -18,6 +20,7 @@ import api_pages  # noqa: E402
 import code_links  # noqa: E402
 import fold_cells  # noqa: E402
 import plain_docstrings  # noqa: E402
+import verdicts  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------- the API reference
@@ -129,3 +132,61 @@ def test_every_flkit_docstring_renders_without_rest_errors():
                 if plain_docstrings.problems(lines):
                     bad.append(f"{name}: {getattr(obj, '__name__', '')}")
     assert not bad, bad
+
+
+# ----------------------------------------------------------------------------------------- verdicts in prose
+_ROLE = re.compile(r"\{verdict\}`([^`]*)`")
+# a verdict word typed in prose (not quoted or in italics as the vocabulary's name, not a glued count)
+_TYPED = re.compile(r"(?<![*\"'`])\b(partly|(?:not )?reproduced)\b(?![*\"'])")
+_ALLOWED = ("reproduced figure by figure",                     # the book's subtitle
+            "make the figure reproduced")                      # the rule, stated in general
+
+
+def _prose():
+    """(name, text) of every chapter index, the intro and every source notebook's Markdown, with the
+    scorecard's generated blocks taken out."""
+    from flkit.papers import scorecard
+    from flkit.reproduce import generated
+    book = REPO / "book"
+    for p in sorted(book.glob("*/index.md")) + [book / "intro.md"]:
+        text = p.read_text()
+        for begin, end in [(scorecard._CH_BEGIN, scorecard._CH_END), (scorecard._BEGIN, scorecard._END)]:
+            if begin in text:
+                i, j = generated(text, begin, end)
+                text = text[:i] + text[j:]
+        yield p.relative_to(REPO).as_posix(), text
+    for p in sorted((REPO / "notebooks").glob("*/*.ipynb")):
+        cells = json.loads(p.read_text())["cells"]
+        yield p.relative_to(REPO).as_posix(), "\n".join("".join(c["source"]) for c in cells
+                                                       if c["cell_type"] == "markdown")
+
+
+def test_verdict_role_parses_document_and_item():
+    assert verdicts.parse("003::Fig. 3(c)") == ("003", "Fig. 3(c)")
+    assert verdicts.parse(" 004 :: Claim (appendix 6.11): a: b ") == ("004", "Claim (appendix 6.11): a: b")
+    for bad in ["Fig. 3(c)", "003::", "::Fig. 3(c)", "003: Fig. 3(c)"]:
+        with pytest.raises(ValueError, match="<document>::<item id>"):
+            verdicts.parse(bad)
+
+
+def test_every_verdict_role_names_an_item_of_the_scorecard():
+    known = verdicts.verdicts(str(REPO))
+    used = [(name, verdicts.parse(m)) for name, text in _prose() for m in _ROLE.findall(text)]
+    assert len(used) >= 8, "the chapter indexes state item verdicts through the role"
+    assert not [u for u in used if u[1] not in known], "a {verdict} role names an item the scorecard lacks"
+    assert ("003", "Fig. 3(c)") in known and known[("003", "Fig. 3(c)")] in (
+        "reproduced", "partly", "not reproduced", "not testable at this scale")
+
+
+def test_no_item_verdict_is_typed_in_prose():
+    """Verdict words in prose come from the scorecard ({verdict} role, glued counts): a typed "partly" or
+    "not reproduced" would go stale when a re-run changes the verdict."""
+    typed = []
+    for name, text in _prose():
+        text = _ROLE.sub("", text)
+        for m in _TYPED.finditer(text):
+            before, around = text[max(0, m.start() - 40):m.start()], text[max(0, m.start() - 30):m.end() + 30]
+            if re.search(r"\{glue:text\}`\w+`( are)? $", before) or any(a in around for a in _ALLOWED):
+                continue
+            typed.append(f"{name}: ...{around!r}...")
+    assert not typed, typed
