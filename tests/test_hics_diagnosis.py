@@ -178,7 +178,7 @@ def test_similar_to_cs_checks():
 def test_cost_counts_follow_what_each_sampler_asks():
     N, K = 50, 5
     d1, d2 = 200, 800
-    cost = CO.measure((d1, d2), timed=2)
+    cost = CO.measure((d1, d2), timed=2, wall_time=False)
     at = cost.set_index(["method", "dim"])
     for d in (d1, d2):
         assert at.loc[("pow-d", d), "comm_numbers"] == (N - K) * d + N           # the model out, a loss back
@@ -186,12 +186,62 @@ def test_cost_counts_follow_what_each_sampler_asks():
         assert at.loc[("DivFL", d), "client_numbers"] == N * d
         for m in ("random", "CS", "HiCS-FL"):
             assert at.loc[(m, d), "comm_numbers"] == 0 and at.loc[(m, d), "client_numbers"] == 0
-    upd = CO.measure((d1, d2), timed=2, methods=("DivFL",), divfl_proxy="update").set_index("dim")
+    upd = CO.measure((d1, d2), timed=2, methods=("DivFL",), divfl_proxy="update", wall_time=False).set_index("dim")
     assert (upd.comm_numbers == 2 * (N - K) * upd.index).all()                # model out, update back, unselected
     sl = CO.slopes(cost)
     assert np.isclose(sl.loc["DivFL", "comm"], 1.0) and sl.loc["CS", "comm"] == 0.0
     with pytest.raises(ValueError, match="at least two ints"):
         CO.measure((100,))
+
+
+def test_server_count_follows_the_counting_rules():
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    with CO.ServerCount() as n:
+        a @ b                                    # mm: reads 12 + 20, 3 * 5 * 4 multiply-adds
+    assert (n.reads, n.macs, n.handed) == (32, 60, 0)
+    u = torch.randn(10, 7)
+    with CO.ServerCount() as n:
+        u[3], u.T, u[:, :2]                      # views read nothing
+        u[torch.tensor([1, 4, 4])]               # a gather reads 3 rows of 7 and 3 indices
+        u[torch.tensor([0, 2])] = torch.ones(2, 7)   # an indexed write reads the 14 values and 2 indices
+        torch.cdist(u[None], u[None], compute_mode="donot_use_mm_for_euclid_dist")   # 10 * 10 * 7 terms
+        with n.paused():
+            u.sum()                              # the probe's work: not counted
+        u[:3].numpy()                            # 21 numbers handed to numpy
+    assert (n.reads, n.macs, n.handed) == (3 * 7 + 3 + 14 + 2 + 2 * 70, 10 * 10 * 7, 21)
+    # CS's observe: one row of the Gram matrix per trained client, K N d multiply-adds
+    N, K, d = 12, 3, 50
+    cs = S.ClusteredSampling(K)
+    state = cs.init(1, N, torch.ones(1, N), [0])
+    pairs = torch.tensor([[0, 1], [0, 5], [0, 7]])
+    with CO.ServerCount() as n:
+        cs.observe(state, 0, pairs, torch.randn(K, d))
+    assert n.macs == K * N * d
+
+
+def test_cost_counts_are_exact_and_grow_as_table_1_prints():
+    dims = (400, 1_600, 6_400)
+    one = CO.measure(dims, wall_time=False)
+    two = CO.measure(dims, wall_time=False)
+    pd.testing.assert_frame_equal(one, two)                  # the same numbers twice, on any machine
+    assert one.server_s.isna().all()
+    at = one.set_index(["method", "dim"]).server_ops
+    assert at.loc["random"].nunique() == 1                   # random sampling never reads an update
+    sl = CO.slopes(one)
+    assert abs(sl.loc["CS", "server"] - 1) < 0.05 and abs(sl.loc["DivFL", "server"] - 1) < 0.05
+    for m in ("HiCS-FL", "pow-d"):                           # the server's extra work: the same at every size
+        extra = at.loc[m] - at.loc["random"]
+        assert extra.nunique() == 1 and sl.loc[m, "server"] == 0.0, m
+    checks = CO.cost_checks(sl, dims)
+    assert all(c[0].verdict == "agrees" for c in checks.values()), {k: c[0].ours for k, c in checks.items()}
+    # a count that misses observe misses CS's Gram matrix: CS's extra computation no longer grows and is caught
+    blind = CO.slopes(CO.measure(dims, wall_time=False, count_steps=("select",)))
+    assert blind.loc["CS", "server"] < 0.2
+    assert CO.cost_checks(blind, dims)[CO.ITEMS[("CS", "comp")]][0].verdict == "differs"
+    with pytest.raises(ValueError, match="random sampling's row"):
+        CO.slopes(one[one.method != "random"])
+    with pytest.raises(ValueError, match="count_steps"):
+        CO.measure(dims, count_steps="observe")
 
 
 def test_cost_checks_agree_with_the_printed_orders_and_fail_a_wrong_one():
