@@ -180,3 +180,19 @@ def test_each_claim_carries_its_scale_and_the_items_exist():
     c = SN._scaled(claims.compare("x", [1, 2], [0, 0]), SN.claim_scale("hics"))
     assert c.scale.startswith("stand-in")
     assert not math.isnan(c.ours)
+
+
+def test_every_glue_key_of_the_prose_exists_on_the_empty_path():
+    """A key the prose reads but no code path glues fails the book's build: every key is glued by a numbers
+    function (which returns all its keys when nothing is stored) or named in a code cell of the page."""
+    import json
+    import re
+    from pathlib import Path
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks/across/sensitivity.ipynb").read_text())
+    text = {t: "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == t) for t in ("markdown", "code")}
+    used = {m.split(":")[0] for m in re.findall(r"\{glue:(?:text|md)\}`([^`]+)`", text["markdown"])}
+    empty = pd.DataFrame(columns=["method", "kind", "gamma", "eta", "val_acc"])
+    have = (set(SN.cvar_numbers(pd.DataFrame())) | set(SN.hics_numbers(pd.DataFrame())) |
+            set(SN.mifa_numbers(SN.mifa_effects({}))) | set(SN.fedau_numbers(empty, pd.DataFrame())))
+    named = set(re.findall(r"\b(\w+)=", text["code"])) | {f"scale_{c}" for c in SN.CLAIMS}
+    assert used and not (used - have - named), sorted(used - have - named)
