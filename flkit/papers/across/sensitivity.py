@@ -334,7 +334,8 @@ def plot_hics(gaps: pd.DataFrame, title: str, axes=None):
     if axes is None:
         axes = plots.figure(1, 2, width=7.0, row_height=3.0)[1][0]
     x = np.arange(len(gaps))
-    names = [s.replace(", ", "\n") for s in gaps["setting"]]
+    names = [s.replace(", ", "\n").replace(" (the document's)", "\n(document)").replace("gamma0", "$\\gamma^0$")
+             for s in gaps["setting"]]
     colors = ["0.35" if v == "paper" else "tab:purple" for v in gaps["variant"]]
     for ax, (col, err, lab) in zip(axes, (("late_gap", "late_2se", "late training loss minus CS's"),
                                           ("acc_gap", "acc_2se", "final test accuracy minus CS's (points)"))):
@@ -348,7 +349,7 @@ def plot_hics(gaps: pd.DataFrame, title: str, axes=None):
     if len(gaps):
         thr = float(gaps["threshold"].iloc[0])
         axes[0].axhspan(-thr, thr, color="tab:green", alpha=0.12, lw=0, label="'similar' (within 10 % of CS's)")
-        axes[0].legend(fontsize=7.5)
+        axes[0].legend(fontsize=7.5, loc="upper left")
     axes[0].figure.suptitle(textwrap.fill(title, 95), fontsize=9.5)
     return axes
 
@@ -438,7 +439,7 @@ def plot_mifa(effects: pd.DataFrame, title: str, axes=None):
                 ax.plot([b], [0], marker="x", color=mifa.PALETTE[m], ms=8, ls="none")
         ax.axhline(0, color="0.5", lw=0.8)
         ax.axvline(0.5, color="0.7", ls=":", lw=1)
-        ax.set(xlabel=r"momentum $\beta$ (dotted: Figs. 4-6's 0.5)", title=f"p = {p:g}" if p is not None else "")
+        ax.set(xlabel=r"momentum $\beta$", title=f"p = {p:g}" if p is not None else "")
         if not len(g):
             ax.text(0.5, 0.5, "no stored runs", transform=ax.transAxes, ha="center")
     axes[0].set_ylabel(r"$\log_{10}$ final gap, $\beta$ minus $\beta = 0$")
@@ -520,7 +521,7 @@ def plot_fedau(curves: pd.DataFrame, title: str, ax=None):
     selected pair; an open circle: the authors' CIFAR-10 pair (at the authors' gamma)."""
     from flkit import plots
     if ax is None:
-        ax = plots.figure(1, 1, width=7.0, row_height=3.4)[1][0, 0]
+        ax = plots.figure(1, 1, width=7.0, row_height=4.2)[1][0, 0]
     cmap = dict(zip(dict.fromkeys(curves["method"]), ("tab:red", "tab:blue", "tab:green", "tab:purple",
                                                          "tab:orange", "tab:brown", "0.3")))
     for m, col in cmap.items():
@@ -537,10 +538,12 @@ def plot_fedau(curves: pd.DataFrame, title: str, ax=None):
     ax.plot([], [], marker="*", ms=11, color="0.3", ls="none", label="selected (gamma, eta)")
     ax.plot([], [], marker="o", ms=8, mfc="none", color="0.3", ls="none", label="authors' CIFAR-10 (gamma, eta)")
     ax.set_xscale("log")
-    lo = np.nanmax(curves["val_acc"]) - 6 if len(curves) else 0
-    ax.set_ylim(bottom=lo if np.isfinite(lo) else None)
+    marked = curves.loc[curves["kind"] != "selected gamma", "val_acc"].to_numpy(float)
+    lo = min(np.nanmax(curves["val_acc"]) - 6, np.nanmin(marked) - 0.5) if len(curves) else math.nan
+    if np.isfinite(lo):
+        ax.set_ylim(bottom=lo)
     ax.set(xlabel=r"server step $\eta$ (lattice $10^{k/4}$)", ylabel="validation accuracy (%)")
-    ax.legend(fontsize=7, ncol=2, loc="lower left")
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     ax.set_title(textwrap.fill(title, 95), fontsize=9.5)
     return ax
 
