@@ -196,3 +196,11 @@ def test_every_glue_key_of_the_prose_exists_on_the_empty_path():
             set(SN.mifa_numbers(SN.mifa_effects({}))) | set(SN.fedau_numbers(empty, pd.DataFrame())))
     named = set(re.findall(r"\b(\w+)=", text["code"])) | {f"scale_{c}" for c in SN.CLAIMS}
     assert used and not (used - have - named), sorted(used - have - named)
+
+
+def test_the_items_state_the_scale_their_claims_derive():
+    """Each item's `scale:` in items/book.yaml is the scale derived from the stored runs its claim reads (the page
+    joins four scales; the verdict box states each item's own)."""
+    own = {it.id: it for it in scorecard.items(scorecard.OWN)}
+    for key, claim in (("cvar_alpha", "cvar"), ("hics_T", "hics"), ("mifa_beta", "mifa"), ("fedau_eta", "fedau")):
+        assert own[ITEM[key]].scale == SN.claim_scale(claim), key
