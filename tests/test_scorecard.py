@@ -448,7 +448,7 @@ BOX_PAGES = ["cvar/mnist", "cvar/fmnist_table", "cvar/synthetic_2d", "hics/entro
              "fedau/overfitting", "fedau/theory", "fedau/weights", "fedau/table", "fedau/cutoff",
              "availability/weights", "availability/markov", "availability/sampling", "availability/cafed",
              "mifa/quadratic", "mifa/logistic", "mifa/theory", "across/errata", "across/equivalences",
-             "across/fedau_cafed"]
+             "across/fedau_cafed", "across/sensitivity"]
 
 
 @pytest.mark.parametrize("page", BOX_PAGES)

@@ -326,8 +326,15 @@ def _fedau_table_scale(params: Mapping) -> list[str]:
     return _fedau_scale(params) + steps
 
 
+def _sensitivity_scale(params: Mapping) -> list[str]:
+    """The sensitivity page's departures: those of the stored runs each of its claims reads."""
+    from flkit.papers.across import sensitivity
+    return sensitivity.scale_parts(params)
+
+
 # pages whose scale follows from the parameters they ran with (their chapter's own profiles)
-_DERIVED = {"cvar/synthetic_2d": _cvar_scale("synthetic_2d"), "cvar/mnist": _cvar_scale("mnist"),
+_DERIVED = {"across/sensitivity": _sensitivity_scale,
+            "cvar/synthetic_2d": _cvar_scale("synthetic_2d"), "cvar/mnist": _cvar_scale("mnist"),
             "cvar/fmnist_table": _cvar_scale("fmnist"), "fedau/table": _fedau_table_scale, "fedau/cutoff": _fedau_scale,
             "hics/fmnist": _hics_scale}
 

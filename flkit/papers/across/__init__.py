@@ -7,7 +7,9 @@
   in its documents' own forms and through the package's round loop on one seeded stream, and the map between
   the two parametrizations of Markov availability;
 * :mod:`flkit.papers.across.fedau_cafed`: FedAU (000) as a fifth method beside CA-Fed and its baselines (001) on
-  the same Markov availability streams, and the limit of FedAU's weights on a two-state chain.
+  the same Markov availability streams, and the limit of FedAU's weights on a two-state chain;
+* :mod:`flkit.papers.across.sensitivity`: four claims read again from their chapters' stored runs along the one
+  parameter each hinges on (alpha = gamma, T and gamma^0, beta, eta).
 
 The chapter's items are the book's own (``flkit/papers/items/book.yaml``, :data:`ITEM`): scored by the scorecard
 and listed apart, never counted among a document's items. Algorithms stay in the package (``flkit.aggregate``,
@@ -49,6 +51,13 @@ ITEM = {
     "cafed_vs_fedau": ("CA-Fed beats FedAU: higher time-average accuracy, lower second-half standard deviation, lower "
                        "target objective"),
     "fedau_bias": "FedAU's aggregation weights stay closer to the target weights than CA-Fed's",
+    # where a claim hinges on one parameter (sensitivity page)
+    "cvar_alpha": "Fed-CVaR-Avg is above FedAvg on the rare classes and overall (003, Figs. 3-4) at every tested alpha = gamma",
+    "hics_T": ("HiCS-FL performs similarly to CS in FMNIST setting (3) (004, Sec. 4.1) at every tested temperature T "
+               "and gamma^0"),
+    "mifa_beta": "Momentum lowers the final gap of MIFAm, U-MIFAm and U-MIFAm with SAGA memory (002) at every tested beta",
+    "fedau_eta": ("FedAU stays ahead of average participating and average all (000, main table) at every tested server "
+                  "step eta"),
 }
 
 
