@@ -274,3 +274,70 @@ def test_correlated_needs_significance_in_every_seed():
     assert c.verdict == "not testable at this scale" and c.margin > 0.05
     assert "p < 0.05 in every seed" in c.rule
     assert claims.correlated("r", [[1.0, 2.0]], [[1.0, 2.0]]).verdict == "not testable at this scale"  # < 3 pairs
+
+
+def test_mc_bound_exactly_on_the_margin_and_missing_numbers():
+    # mean 0.5 above the bound, s.e. 0.125, z = 4: exactly z s.e. (exact in binary) agrees, just beyond differs
+    assert claims.mc_bound("x", 1.5, 1.0, 0.125, z=4.0).verdict == "agrees"
+    assert claims.mc_bound("x", 1.5 + EPS, 1.0, 0.125, z=4.0).verdict == "differs"
+    assert claims.mc_bound("x", 0.5, 1.0, 0.125, z=4.0, side="lower").verdict == "agrees"
+    assert claims.mc_bound("x", 0.5 - EPS, 1.0, 0.125, z=4.0, side="lower").verdict == "differs"
+    # without a standard error (or a bound, or with a negative one) nothing can be said
+    nt = "not testable at this scale"
+    assert claims.mc_bound("x", 0.5, 1.0, math.nan).verdict == nt          # far below, but no s.e.
+    assert claims.mc_bound("x", 1.5, 1.0, math.nan).verdict == nt
+    assert claims.mc_bound("x", 0.5, math.nan, 0.1).verdict == nt
+    assert claims.mc_bound("x", 0.5, 1.0, -0.1).verdict == nt
+    assert math.isnan(claims.mc_bound("x", 0.5, 1.0, math.nan).margin)
+
+
+@pytest.mark.parametrize("slopes, expected", [
+    ([0.5, 0.5, 0.5], "not testable at this scale"),          # exactly at the floor: flat
+    ([-0.5, -0.5, -0.5], "not testable at this scale"),
+    ([0.5 + 2.0 ** -20] * 3, "contradicted"),                 # just above the floor, zero spread: still rising
+    ([-0.5 - 2.0 ** -20] * 3, "confirmed"),
+])
+def test_not_rising_at_the_floor(slopes, expected):
+    c = claims.not_rising("curve", slopes, floor=0.5)
+    assert c.verdict == expected
+    assert c.ours == (0.0 if expected.startswith("not") else slopes[0])
+
+
+def test_not_rising_identical_tiny_slopes_are_flat():
+    # an exactly flat curve whose fitted slopes are the same float noise in every seed: zero spread, so
+    # without the floor the noise alone would read as "still rising"
+    assert claims.not_rising("curve", [1e-9, 1e-9, 1e-9], floor=1e-6).verdict == "not testable at this scale"
+    assert claims.not_rising("curve", [1e-9, 1e-9, 1e-9]).verdict == "contradicted"     # floor 0: taken at its word
+
+
+X5, Y5 = np.arange(1.0, 6.0), np.array([1.0, 2.0, 3.0, 5.0, 4.0])     # Spearman's rho 0.9 on 5 pairs
+
+
+def test_correlated_one_sided_p_and_its_level():
+    from scipy import stats
+    c = claims.correlated("r", [X5], [Y5])
+    # one-sided p of the t approximation: t = rho sqrt((n - 2) / (1 - rho^2)) on n - 2 = 3 degrees of freedom
+    p = stats.t.sf(0.9 * math.sqrt(3 / (1 - 0.81)), 3)
+    assert c.verdict == "confirmed" and c.ours == pytest.approx(0.9) and c.margin == pytest.approx(p, rel=1e-9)
+    assert 0.018 < p < 0.019                                               # two-sided: 0.037
+    assert claims.correlated("r", [X5], [Y5], level=0.03).verdict == "confirmed"        # one-sided p < 0.03
+    assert claims.correlated("r", [X5], [Y5], level=0.01).verdict == "not testable at this scale"
+    # p exactly at the level: not significant (p < level is needed); just above it: confirmed
+    assert claims.correlated("r", [X5], [Y5], level=c.margin).verdict == "not testable at this scale"
+    assert claims.correlated("r", [X5], [Y5], level=np.nextafter(c.margin, 1.0)).verdict == "confirmed"
+    assert claims.correlated("r", [X5], [-Y5], level=0.03).verdict == "contradicted"
+    assert claims.correlated("r", [X5], [-Y5], level=0.01).verdict == "not testable at this scale"
+
+
+def test_correlated_is_a_rank_correlation():
+    # y = exp(x) is monotone in x: Spearman's rho is 1 (p about 1e-24) where Pearson's r is 0.89 (one-sided
+    # p 0.023): at level 0.01 the rank test confirms, a linear one would not
+    c = claims.correlated("r", [X5], [np.exp(X5)], level=0.01)
+    assert c.verdict == "confirmed" and c.ours == pytest.approx(1.0) and c.margin < 1e-10
+
+
+def test_correlated_seeds_of_opposite_signs_are_not_testable():
+    # one seed significantly positive, the other significantly negative: neither confirmed nor contradicted
+    c = claims.correlated("r", [X5, X5], [Y5, -Y5])
+    assert c.verdict == "not testable at this scale" and c.ours == pytest.approx(0.0, abs=1e-12)
+    assert claims.correlated("r", [X5, X5], [-Y5, Y5]).verdict == "not testable at this scale"

@@ -1,7 +1,23 @@
 """Mutations of the claim layer: the agreement rules (flkit/papers/claims.py) and the scorecard's verdict code
-(flkit/papers/scorecard.py: verdict, scale, counts). Probe with
+(flkit/papers/scorecard.py: verdict, scale, counts), the agreement rules' newer parts included (mc_bound,
+horizon, not_rising, correlated). The report results/benchmarks/mutation_report_claims.md comes from
 
-    python scripts/mutation_probe.py --only claims --tests tests/test_claims.py tests/test_scorecard.py
+    python scripts/mutation_probe.py --only claims \
+        --tests tests/test_claims.py tests/test_scorecard.py::test_verdict_rule \
+        tests/test_scorecard.py::test_verdict_ignores_scale_and_ledger \
+        tests/test_scorecard.py::test_verdict_statuses_and_kinds_of_item \
+        tests/test_scorecard.py::test_scale_kind \
+        tests/test_scorecard.py::test_scale_kind_rejects_what_is_not_a_scale \
+        tests/test_scorecard.py::test_item_scale_and_label \
+        tests/test_scorecard.py::test_page_scale_is_derived_from_the_parameters \
+        tests/test_scorecard.py::test_counts_verdict_by_scale \
+        tests/test_scorecard.py::test_item_fields_are_validated tests/test_scorecard.py::test_holds_and_spread \
+        tests/test_cvar.py::test_table1_item_verdicts_follow_the_scorecard_rule \
+        tests/test_scorecard.py::test_chapter_block_counts_each_page_once_and_sums_to_the_document \
+        tests/test_scorecard.py::test_verdict_box_states_a_long_scale_once tests/test_cvar_diagnosis.py \
+        --out results/benchmarks/mutation_report_claims.md
+
+(all of tests/test_claims.py runs: a new test there is part of the probe).
 """
 C, S = "flkit/papers/claims.py", "flkit/papers/scorecard.py"
 R, D = "flkit/papers/cvar/report.py", "flkit/papers/cvar/diagnosis.py"
@@ -52,6 +68,65 @@ MUTATIONS = [
          new="NOT_TESTABLE if not math.isfinite(lim) else", why="a missing measurement reads as 'differs'"),
     dict(id="claims-side-unchecked", file=C, old="    if side not in SIDES:\n", new="    if False:\n",
          why="a misspelt side is accepted (and fails later with a KeyError)"),
+    dict(id="claims-bound-two-sided-no-abs", file=C, old='gap = {"two-sided": abs(x - lim),', new='gap = {"two-sided": x - lim,',
+         why="a two-sided bound tested one way: a number far below the document's reads as agreeing"),
+    # ---- claims.mc_bound
+    dict(id="claims-mc-bound-z2", file=C, old='z: float = 3.0, side: str = "upper",', new='z: float = 2.0, side: str = "upper",',
+         why="the Monte Carlo margin is 2 s.e. instead of the stated 3 (a bound that holds within noise reads as violated)"),
+    dict(id="claims-mc-bound-strict", file=C, old='verdict = "agrees" if gap <= z * s else "differs"',
+         new='verdict = "agrees" if gap < z * s else "differs"', why="a Monte Carlo mean exactly z s.e. above the bound fails"),
+    dict(id="claims-mc-bound-side-ignored", file=C, old='gap = m - lim if side == "upper" else lim - m',
+         new="gap = m - lim", why="a lower bound tested as an upper bound (side ignored)"),
+    dict(id="claims-mc-bound-upper-two-sided", file=C, old='gap = m - lim if side == "upper" else lim - m',
+         new='gap = abs(m - lim) if side == "upper" else lim - m',
+         why="an upper bound tested two-sided: a mean far below the bound fails"),
+    dict(id="claims-mc-bound-se-nan", file=C,
+         old="if not (math.isfinite(m) and math.isfinite(lim) and math.isfinite(s)) or s < 0:",
+         new="if not (math.isfinite(m) and math.isfinite(lim)) or s < 0:",
+         why="a missing standard error reads as 'differs' instead of not testable"),
+    # ---- claims.horizon
+    dict(id="claims-horizon-gt", file=C, old="if run is None or int(run) >= int(document):",
+         new="if run is None or int(run) > int(document):",
+         why="runs of exactly the document's horizon are filed as not testable"),
+    dict(id="claims-horizon-inverted", file=C, old="if run is None or int(run) >= int(document):",
+         new="if run is None or int(run) < int(document):",
+         why="the horizon applied the wrong way round: short runs keep their verdict, full ones lose it"),
+    dict(id="claims-horizon-ok-kept", file=C, old="if run is None or int(run) >= int(document):",
+         new="if run is None or int(run) >= int(document) or check.ok:",
+         why="an agreement read before the document's horizon is credited (only failures are withheld)"),
+    dict(id="claims-horizon-numbers-dropped", file=C, old="dataclasses.replace(check, verdict=NOT_TESTABLE, rule=rule)",
+         new="dataclasses.replace(check, verdict=NOT_TESTABLE, ours=math.nan, margin=math.nan, rule=rule)",
+         why="a check cut short by the horizon loses its measured numbers"),
+    # ---- claims.not_rising
+    dict(id="claims-not-rising-floor-ignored", file=C, old="    v = np.where(np.abs(v) <= float(floor), 0.0, v)\n",
+         new="", why="float noise under the floor counts: an exactly flat curve with identical tiny slopes is 'still rising'"),
+    dict(id="claims-not-rising-floor-strict", file=C, old="np.where(np.abs(v) <= float(floor), 0.0, v)",
+         new="np.where(np.abs(v) < float(floor), 0.0, v)", why="a slope exactly at the floor is not read as flat"),
+    dict(id="claims-not-rising-flipped", file=C, old="c = compare(what, np.zeros_like(v), v)",
+         new="c = compare(what, v, np.zeros_like(v))", why="the claim tested the wrong way: a rising curve 'stopped rising'"),
+    dict(id="claims-not-rising-no-se", file=C, old="c = compare(what, np.zeros_like(v), v)",
+         new="c = compare(what, np.zeros_like(v), np.full_like(v, np.nanmean(v)))",
+         why="the mean slope alone decides, whatever its standard error over seeds"),
+    dict(id="claims-not-rising-floor-as-tie", file=C, old="c = compare(what, np.zeros_like(v), v)",
+         new="c = compare(what, np.zeros_like(v), v, threshold=float(floor))",
+         why="the floor taken as a tie threshold: a flat reading inside the noise confirms 'not rising'"),
+    # ---- claims.correlated
+    dict(id="claims-correlated-two-sided", file=C,
+         old='p_up.append(float(stats.spearmanr(x, y, alternative="greater").pvalue))',
+         new="p_up.append(float(stats.spearmanr(x, y).pvalue))",
+         why="the two-sided p-value (twice the one-sided) used for a one-way claim"),
+    dict(id="claims-correlated-pearson", file=C,
+         old='p_up.append(float(stats.spearmanr(x, y, alternative="greater").pvalue))',
+         new='p_up.append(float(stats.pearsonr(x, y, alternative="greater").pvalue))',
+         why="Pearson's test instead of Spearman's: a monotone but curved relation is not significant"),
+    dict(id="claims-correlated-level-fixed", file=C, old="    if all(p < level for p in p_up):",
+         new="    if all(p < 0.05 for p in p_up):", why="the stated level is ignored (always 5 %)"),
+    dict(id="claims-correlated-le", file=C, old="    if all(p < level for p in p_up):",
+         new="    if all(p <= level for p in p_up):", why="a p-value exactly at the level confirms"),
+    dict(id="claims-correlated-any", file=C, old="    if all(p < level for p in p_up):",
+         new="    if any(p < level for p in p_up):", why="one significant seed confirms the correlation"),
+    dict(id="claims-correlated-contra-any", file=C, old="    elif all(p < level for p in p_down):",
+         new="    elif any(p < level for p in p_down):", why="one significantly negative seed contradicts the claim"),
     # ---- claims.compare
     dict(id="claims-compare-ge", file=C, old="    if mean > s:\n", new="    if mean >= s:\n",
          why="a paired difference of exactly two standard errors confirms 'A better than B'"),
@@ -89,6 +164,8 @@ MUTATIONS = [
          why="a contradicted claim counts as holding"),
     dict(id="claims-failed-no-contradicted", file=C, old='FAILED = ("differs", "contradicted")', new='FAILED = ("differs",)',
          why="a contradicted claim does not count as failed"),
+    dict(id="claims-summary-ok-not-failed", file=C, old="    ok = sum(c.ok for c in cs)",
+         new="    ok = sum(not c.failed for c in cs)", why="the summary counts untestable checks as agreeing"),
     dict(id="claims-summary-nt", file=C, old="    nt = sum(c.verdict == NOT_TESTABLE for c in cs)",
          new="    nt = sum(not c.ok for c in cs)", why="the summary counts failed checks as not testable"),
     # ---- scorecard.verdict
