@@ -318,8 +318,13 @@ def _hics_scale(params: Mapping) -> list[str]:
                         "divfl_table1_rounds": "DivFL's rounds in Table 1's setting"}, words)
 
 
+def _rare_users_scale(params: Mapping) -> list[str]:
+    from flkit.papers.across import rare_users
+    return rare_users.scale_of(params)
+
+
 # pages whose scale follows from the parameters they ran with (their chapter's own profiles)
-_DERIVED = {"cvar/synthetic_2d": _cvar_scale("synthetic_2d"), "cvar/mnist": _cvar_scale("mnist"),
+_DERIVED = {"across/rare_users": _rare_users_scale, "cvar/synthetic_2d": _cvar_scale("synthetic_2d"), "cvar/mnist": _cvar_scale("mnist"),
             "cvar/fmnist_table": _cvar_scale("fmnist"), "fedau/table": _fedau_scale, "fedau/cutoff": _fedau_scale,
             "hics/fmnist": _hics_scale}
 

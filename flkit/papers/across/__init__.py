@@ -5,7 +5,10 @@
   that shows it, and the small exact checks of the slips that no other page checks;
 * :mod:`flkit.papers.across.equivalences`: the rules that the documents write under different names, each run
   in its documents' own forms and through the package's round loop on one seeded stream, and the map between
-  the two parametrizations of Markov availability.
+  the two parametrizations of Markov availability;
+* :mod:`flkit.papers.across.rare_users`: the rules for unknown participation statistics of documents 000 and 002
+  (FedAU, known-rho weighting, MIFA) under document 003's random access model, beside FedAvg and Fed-CVaR-Avg, on
+  003's MNIST split, and FedAU's weights against 1/rho_i there.
 
 The chapter's items are the book's own (``flkit/papers/items/book.yaml``, :data:`ITEM`): scored by the scorecard
 and listed apart, never counted among a document's items. Algorithms stay in the package (``flkit.aggregate``,
@@ -39,6 +42,15 @@ ITEM = {
     "varp": "Same rule: U-MIFA with SAGA memory (002) = FedVarp (000), with p = |S_t|/N",
     "mifa": "Same rule: MIFA (000) = MIFA (002)",
     "markov": "Same chain: CA-Fed's Markov availability (pi, lambda) (001) = FedAU's Markov participation (x, p) (000)",
+    # rare users under document 003's random access model
+    "omega": ("Under document 003's RAM, FedAU's interval weights estimate 1/rho_i (no cutoff) and "
+              "(1 - (1 - rho_i)^K)/rho_i (cutoff K)"),
+    "rare_lift": ("Under document 003's RAM (MNIST, the split of Figs. 3-4), weighting by 1/rho_i, known or estimated "
+                  "by FedAU (K = inf), lifts the rare classes above FedAvg"),
+    "rare_vs_cvar": ("Under document 003's RAM (MNIST, the split of Figs. 3-4), weighting by 1/rho_i, known or "
+                     "estimated by FedAU (K = inf), lifts the rare classes above Fed-CVaR-Avg (alpha = gamma = 0.3)"),
+    "overall": ("Under document 003's RAM (MNIST, the split of Figs. 3-4), weighting by 1/rho_i, known or estimated "
+                "by FedAU (K = inf), keeps FedAvg's overall accuracy (within 1 point)"),
 }
 
 
