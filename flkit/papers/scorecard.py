@@ -332,8 +332,13 @@ def _sensitivity_scale(params: Mapping) -> list[str]:
     return sensitivity.scale_parts(params)
 
 
+def _rare_users_scale(params: Mapping) -> list[str]:
+    from flkit.papers.across import rare_users
+    return rare_users.scale_of(params)
+
+
 # pages whose scale follows from the parameters they ran with (their chapter's own profiles)
-_DERIVED = {"across/sensitivity": _sensitivity_scale,
+_DERIVED = {"across/sensitivity": _sensitivity_scale, "across/rare_users": _rare_users_scale,
             "cvar/synthetic_2d": _cvar_scale("synthetic_2d"), "cvar/mnist": _cvar_scale("mnist"),
             "cvar/fmnist_table": _cvar_scale("fmnist"), "fedau/table": _fedau_table_scale, "fedau/cutoff": _fedau_scale,
             "hics/fmnist": _hics_scale}

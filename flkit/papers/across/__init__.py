@@ -9,7 +9,10 @@
 * :mod:`flkit.papers.across.fedau_cafed`: FedAU (000) as a fifth method beside CA-Fed and its baselines (001) on
   the same Markov availability streams, and the limit of FedAU's weights on a two-state chain;
 * :mod:`flkit.papers.across.sensitivity`: four claims read again from their chapters' stored runs along the one
-  parameter each hinges on (alpha = gamma, T and gamma^0, beta, eta).
+  parameter each hinges on (alpha = gamma, T and gamma^0, beta, eta);
+* :mod:`flkit.papers.across.rare_users`: the rules for unknown participation statistics of documents 000 and 002
+  (FedAU, known-rho weighting, MIFA) under document 003's random access model, beside FedAvg and Fed-CVaR-Avg, on
+  003's MNIST split, and FedAU's weights against 1/rho_i there.
 
 The chapter's items are the book's own (``flkit/papers/items/book.yaml``, :data:`ITEM`): scored by the scorecard
 and listed apart, never counted among a document's items. Algorithms stay in the package (``flkit.aggregate``,
@@ -58,6 +61,15 @@ ITEM = {
     "mifa_beta": "Momentum lowers the final gap of MIFAm, U-MIFAm and U-MIFAm with SAGA memory (002) at every tested beta",
     "fedau_eta": ("FedAU stays ahead of average participating and average all (000, main table) at every tested server "
                   "step eta"),
+    # rare users under document 003's random access model
+    "omega": ("Under document 003's RAM, FedAU's interval weights estimate 1/rho_i (no cutoff) and "
+              "(1 - (1 - rho_i)^K)/rho_i (cutoff K)"),
+    "rare_lift": ("Under document 003's RAM (MNIST, the split of Figs. 3-4), weighting by 1/rho_i, known or estimated "
+                  "by FedAU (K = inf), lifts the rare classes above FedAvg"),
+    "rare_vs_cvar": ("Under document 003's RAM (MNIST, the split of Figs. 3-4), weighting by 1/rho_i, known or "
+                     "estimated by FedAU (K = inf), lifts the rare classes above Fed-CVaR-Avg (alpha = gamma = 0.3)"),
+    "overall": ("Under document 003's RAM (MNIST, the split of Figs. 3-4), weighting by 1/rho_i, known or estimated "
+                "by FedAU (K = inf), keeps FedAvg's overall accuracy (within 1 point)"),
 }
 
 
