@@ -285,3 +285,119 @@ def test_tune_on_a_tiny_profile(tmp_path):
     again = T.tune(s, root=tmp_path, device="cpu", compute_missing=False)
     assert again["steps"] == res["steps"]
     assert list(T.tuning_table(res, s).index) == list(T.METHODS)
+
+
+# ------------------------------------------------------------------------------------- the CNN spot-check
+def test_cnn_spot_profile_is_the_authors_cnn_at_a_reduced_scale():
+    from flkit.results import config_key
+    s = T.profile("cnn-spot")
+    assert T.model_name(s) == "fedau_fmnist" and (s["rounds"], s["seeds"], s["patterns"]) == (1000, [1, 2], ["bernoulli"])
+    assert s["methods"] == ["FedAU (K = inf)", "FedAU (K = 50)", "MIFA", "Average participating", "Known p"]
+    cs = T.configs(s)
+    assert len(cs) == 5 * 2 and {c["model"] for c in cs} == {"fedau_fmnist"}
+    # the authors' published pairs, not retuned: every run is the table's config without steps of ours
+    assert all((c["gamma"], c["eta"]) == T.METHODS[c["method"]][2:] for c in cs)
+    assert [config_key(c) for c in T.configs(s, steps={m: T.METHODS[m][2:] for m in s["methods"]})] == \
+        [config_key(c) for c in cs]
+    # its cutoff study adds no run (so --study all costs nothing more), and it shares no run with the other profiles
+    keys = {config_key(c) for c in cs}
+    assert {config_key(c) for c in T.configs(s, study="cutoff")} <= keys
+    for other in ("reduced", "paper"):
+        assert not keys & {config_key(c) for c in T.configs(T.profile(other))}
+    assert T.spot_scale(s) == "reduced: 1,000 of 10,000 rounds, 2 seeds, Bernoulli only, 5 of the 7 methods"
+    assert T.spot_scale(T.profile("paper")) == "10,000 rounds, 5 seeds"
+    assert T.store_for(s).name == T.store_for(T.profile("reduced")).name      # the book's store, as the page reads it
+
+
+@pytest.mark.parametrize("bad,msg", [(dict(model="logreg"), "authors' CNN"), (dict(methods=["FedAU (K = 3)"]), "methods"),
+                                     (dict(methods=[]), "methods"), (dict(seeds=[1, 1]), "repeated"),
+                                     (dict(rounds=0), "rounds"), (dict(window=2000), "window"),
+                                     (dict(patterns=["periodic"]), "patterns"), (dict(p_min=-0.1), "p_min"),
+                                     (dict(cycles=3), "unknown setting")])
+def test_cnn_spot_bad_settings_fail_before_any_work(bad, msg, monkeypatch):
+    monkeypatch.setattr(T, "run_batch", lambda *a, **k: pytest.fail("work started"))
+    with pytest.raises(ValueError, match=msg):
+        T.profile("cnn-spot", **bad)
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("fedau_sweep", Path(__file__).resolve().parents[1] / "scripts/fedau_sweep.py")
+    sweep_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep_script)
+    (k, v), = bad.items()
+    with pytest.raises(SystemExit) as e:
+        sweep_script.main(["--profile", "cnn-spot", "--device", "cpu", "--set", f"{k}={v!r}".replace("'", "")])
+    assert e.value.code == 2
+
+
+# smoke-sized: the CNN spot-check's methods and seeds on 8 clients, 4 rounds, a few hundred images
+TINY_SPOT = dict(clients=8, rounds=4, eval_every=2, window=2, train_subset=400, test_subset=100, tune_validation=100)
+
+
+@pytest.fixture(scope="module")
+def spot_runs(tmp_path_factory):
+    s = T.profile("cnn-spot", **TINY_SPOT)
+    root = tmp_path_factory.mktemp("fedau_spot")
+    before = T.spot_runs(s, root=root)
+    df = T.sweep(s, root=root, device="cpu", progress=False, cpu_threads=1)
+    return s, root, before, df
+
+
+def test_cnn_spot_runs_end_to_end_and_read_back(spot_runs):
+    s, root, before, df = spot_runs
+    assert before[0] is None and before[1:] == (0, 10)
+    assert df.attrs == {"computed": 10, "stored": 0}
+    again, done, total = T.spot_runs(s, root=root)                # the page's reading: nothing computed
+    assert (done, total) == (10, 10) and again.attrs == {"computed": 0, "stored": 10}
+    key = ["method", "seed", "round", "metric"]
+    a, b = df.sort_values(key).reset_index(drop=True), again.sort_values(key).reset_index(drop=True)
+    np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=0, atol=1e-12)
+    assert set(again["model"]) == {"fedau_fmnist"} and set(again["round"]) == {0, 2, 4}
+    assert sorted(again.groupby("method").seed.unique().map(sorted).map(tuple)) == [(1, 2)] * 5
+    # model=None and the CNN's name are the same runs; logistic regression is refused by this profile
+    named = T.sweep(T.profile("cnn-spot", **TINY_SPOT, model="fedau_fmnist"), root=root, progress=False,
+                    compute_missing=False)
+    assert named.attrs["computed"] == 0
+
+
+def test_cnn_spot_differences_are_fedau_minus_each_method(spot_runs):
+    s, root, _, df = spot_runs
+    d = T.spot_differences(df, s)
+    assert list(d.method) == ["FedAU (K = 50)", "MIFA", "Average participating", "Known p"]
+    assert (d.seeds == 2).all() and set(d.pattern) == {"Bernoulli"}
+    ps = T.per_seed(df, s)
+    for _, r in d.iterrows():
+        diff = ps.loc[("bernoulli", "FedAU (K = inf)")].to_numpy() - ps.loc[("bernoulli", r.method)].to_numpy()
+        assert r["FedAU minus method (points)"] == pytest.approx(diff.mean(), abs=1e-9)       # not method minus FedAU
+        assert r["2 s.e."] == pytest.approx(abs(diff[0] - diff[1]), abs=1e-9)   # two standard errors of two values
+        c = claims.compare("x", -diff, np.zeros(2))                # the reversed difference reverses the direction
+        flip = {"confirmed": "FedAU behind", "contradicted": "FedAU ahead"}.get(c.verdict, "inside noise")
+        assert r.direction == flip
+    # beside itself: every direction and sign agrees
+    both = T.spot_differences(df, s, beside=(df, s, "same"))
+    assert (both["same: direction"] == both.direction).all()
+    text = T.spot_summary(both, 10, 10, label="same")
+    assert "in 4 of 4, the sign of the mean in 4 of 4" in text["status"] and text["status"].startswith("All 10 runs")
+    missing = T.spot_summary(None, 3, 10)
+    assert set(missing) == set(text) and "still to run at this scale (3 of 10 stored)" in missing["status"]
+
+
+def test_sweep_script_estimate_stores_nothing(tmp_path, monkeypatch, capsys):
+    """--estimate times a trial of each pending batch (the 8 memoryless runs, the 2 MIFA runs apart) and projects
+    over the runs' exact client updates and evaluations; nothing is stored."""
+    import importlib.util
+    from pathlib import Path
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    spec = importlib.util.spec_from_file_location("fedau_sweep", Path(__file__).resolve().parents[1] / "scripts/fedau_sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sets = [a for k, v in TINY_SPOT.items() for a in ("--set", f"{k}={v}")]
+    assert mod.main(["--profile", "cnn-spot", "--study", "all", "--device", "cpu", "--threads", "1", "--estimate",
+                     "--estimate-rounds", "2", *sets]) == 0
+    out = capsys.readouterr().out
+    assert "batch of 8 runs" in out and "batch of 2 runs (MIFA)" in out and "10 runs pending in 2 batch(es)" in out
+    assert not list(tmp_path.rglob("*.csv"))
+    s = T.profile("cnn-spot", **TINY_SPOT)
+    total = sum(mod.client_updates(c) for c in T.configs(s))
+    x, y, _, _ = T.load_data(T.configs(s)[0], "cpu")
+    assert total == sum(int(T.mask(c, T.split(c, y.numpy())[1]).sum()) for c in T.configs(s))
+    assert f"{sum(mod.client_updates(c) for c in T.configs(s) if c['rule'] == 'mifa'):,} client updates" in out

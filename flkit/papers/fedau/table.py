@@ -21,6 +21,9 @@ The step sizes were published for the CIFAR-10 CNN only. On a stand-in (another 
 retuned (:func:`tune`): per method a grid of (gamma, eta) on the lattice 10^(k/4) on which the authors' values
 lie, Bernoulli participation, the profile's clients and rounds, tuning seeds disjoint from the table's, and a
 validation split held out from the training set (the test set is never read); the rule is :func:`select`.
+The CNN spot-check (profile "cnn-spot": the authors' Fashion-MNIST CNN, 1,000 rounds, Bernoulli participation,
+five methods, 2 seeds) keeps the authors' pairs: its runs are :func:`configs` without ``steps``; ``tune`` on that
+profile would retune them for the CNN (not run: a grid of CNN runs per method).
 """
 from __future__ import annotations
 
@@ -41,7 +44,8 @@ from flkit.tasks import EngineTask
 
 __all__ = ["DATASETS", "PATTERNS", "METHODS", "PROFILES", "REFERENCE", "profile", "configs", "run_batch",
            "sweep", "summarize", "table", "checks", "step", "lattice_index", "grid", "tune_configs", "select",
-           "tune", "tuning_table", "tuning_grid", "sensitivity", "side_by_side"]
+           "tune", "tuning_table", "tuning_grid", "sensitivity", "side_by_side", "SPOT_METHODS",
+           "spot_scale", "spot_differences", "spot_runs", "spot_summary"]
 
 # dataset -> the authors' model and input normalization (IBM/fedau@6e9cce9 model/*.py, dataset/dataset.py)
 DATASETS = {
@@ -81,6 +85,10 @@ def rule(name: str, K: int | None = None):
     return rules[name]()
 
 
+# the CNN spot-check's methods (profile "cnn-spot"): FedAU with and without the cutoff, against the memory-based
+# rule, the plain average and the oracle weights
+SPOT_METHODS = ("FedAU (K = inf)", "FedAU (K = 50)", "MIFA", "Average participating", "Known p")
+
 _COMMON = dict(clients=250, local_steps=5, batch=16, data_alpha=0.1, part_alpha=0.1, p_mean=0.1, p_min=0.02,
                markov_x=0.05, cycle=100, seeds=[1, 2, 3, 4, 5], methods=list(METHODS), patterns=list(PATTERNS),
                # step-size tuning (`tune`): seeds disjoint from the table's, validation images held out of the
@@ -98,6 +106,14 @@ PROFILES = {
     "reduced": dict(_COMMON, dataset="fashion-mnist", model="logreg", rounds=1000, eval_every=50, window=200,
                     train_subset=None, test_subset=None, cutoffs=[5, 20, 50, 200, None],
                     p_mins=[0.005, 0.02, 0.05], cutoff_seeds=[1, 2, 3], tune_extend=2),
+    # the CNN spot-check: the authors' Fashion-MNIST CNN at the reduced profile's horizon (1,000 of 10,000
+    # rounds), Bernoulli participation, five methods, 2 seeds, the authors' published step sizes (tuned for
+    # their CIFAR-10 CNN; not retuned for this CNN: the table's runs use `configs(s)` without `steps`). Its
+    # cutoff study is a subset of its table (K = 50 and no cutoff at p_min 0.02 on the same seeds), so
+    # --study all adds no run. Cyclic participation is an override away (patterns=[bernoulli, cyclic]).
+    "cnn-spot": dict(_COMMON, dataset="fashion-mnist", model=None, rounds=1000, eval_every=50, window=200,
+                     seeds=[1, 2], patterns=["bernoulli"], methods=list(SPOT_METHODS),
+                     train_subset=None, test_subset=None, cutoffs=[50, None], p_mins=[0.02], cutoff_seeds=[1, 2]),
     # the document's setting (the authors' CNN; dataset as given, Fashion-MNIST here as a stand-in)
     "paper": dict(_COMMON, dataset="fashion-mnist", model=None, rounds=10000, eval_every=50, window=1000,
                   train_subset=None, test_subset=None, cutoffs=[5, 10, 20, 50, 100, 500, None],
@@ -121,6 +137,9 @@ def validate(s: Mapping) -> None:
         raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {s['dataset']!r}")
     if s["model"] is not None and s["model"] not in models.NAMES:
         raise ValueError(f"model must be None (the authors' CNN) or one of {sorted(models.NAMES)}, got {s['model']!r}")
+    if s.get("profile") == "cnn-spot" and s["model"] not in (None, DATASETS[s["dataset"]]["model"]):
+        raise ValueError(f"profile 'cnn-spot' is the authors' CNN: model must be None or "
+                         f"{DATASETS[s['dataset']]['model']!r} for {s['dataset']}, got {s['model']!r}")
     for k in ("clients", "rounds", "eval_every", "window", "local_steps", "batch", "cycle"):
         positive_int(s[k], k)
     if s["window"] > s["rounds"]:
@@ -299,6 +318,17 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir=None,
         t.attrs["wall_time_s"] = res.wall_s      # the batch's wall time, as every store records it
         out.append(t)
     return out
+
+
+def spot_runs(s: Mapping, root=None) -> tuple[pd.DataFrame | None, int, int]:
+    """The stored runs of a profile's table read without computing any (the pages' reading of the CNN
+    spot-check): (runs or None when not all are stored, runs stored, runs in all)."""
+    store = store_for(s, root)
+    cs = configs(s)
+    done = sum(store.done(c) for c in cs)
+    if done < len(cs):
+        return None, done, len(cs)
+    return sweep(s, root=root, compute_missing=False, progress=False), done, len(cs)
 
 
 def store_for(s: Mapping, root=None):
@@ -743,6 +773,78 @@ def differences(df: pd.DataFrame, s: Mapping, metric: str = "test_acc",
                              **{f"document, {k}": v for k, v in doc.items()},
                              document_ahead=f"{ahead} of {len(doc)}"))
     return pd.DataFrame(rows)
+
+
+def spot_scale(s: Mapping) -> str:
+    """The scale label of a profile's runs against the document's setting ("reduced: 1,000 of 10,000 rounds,
+    2 seeds, Bernoulli only" for the CNN spot-check)."""
+    parts = [f"{s['rounds']:,} of 10,000 rounds" if s["rounds"] != 10000 else "10,000 rounds",
+             f"{len(s['seeds'])} seed{'s' if len(s['seeds']) > 1 else ''}"]
+    if len(s["patterns"]) < len(PATTERNS):
+        parts.append(" and ".join(PATTERNS[p].split(" ")[0] for p in s["patterns"]) + " only")
+    if len(s["methods"]) < len(METHODS):
+        parts.append(f"{len(s['methods'])} of the {len(METHODS)} methods")
+    if s["clients"] != 250:
+        parts.append(f"{s['clients']} clients")
+    if s["train_subset"] or s["test_subset"]:
+        parts.append("a subset of the data")
+    small = s["rounds"] < 10000 or len(s["seeds"]) < 5 or len(s["patterns"]) < len(PATTERNS) or s["clients"] != 250
+    return ("reduced: " if small else "") + ", ".join(parts)
+
+
+def spot_differences(df: pd.DataFrame, s: Mapping, metric: str = "test_acc", baseline: str = "FedAU (K = inf)",
+                     beside: tuple[pd.DataFrame, Mapping, str] | None = None) -> pd.DataFrame:
+    """FedAU minus every other method of `s`, paired over seeds (:func:`claims.compare` of "baseline >= method"):
+    per pattern and method the mean difference and two standard errors (points of final-window `metric`),
+    "FedAU ahead" / "FedAU behind" beyond two standard errors, else "inside noise". beside: (runs, settings,
+    label) of other runs (e.g. the stand-in's logistic regression) whose same differences are added as columns
+    headed `label`, where they have the pattern and method."""
+    def rows_of(frame, settings):
+        ps = per_seed(frame, settings, metric)
+        out = {}
+        for p in settings["patterns"]:
+            if (p, baseline) not in ps.index:
+                continue
+            for m in settings["methods"]:
+                if m != baseline and (p, m) in ps.index:
+                    a, b = ps.loc[(p, baseline)], ps.loc[(p, m)]
+                    common = a.index[a.notna() & b.notna()]
+                    out[(p, m)] = claims.compare(f"{PATTERNS[p]}: {baseline} >= {m}", a[common].to_numpy(),
+                                                 b[common].to_numpy()), len(common)
+        return out
+
+    word = {"confirmed": "FedAU ahead", "contradicted": "FedAU behind"}
+    ours = rows_of(df, s)
+    other = rows_of(*beside[:2]) if beside is not None else {}
+    rows = []
+    for (p, m), (c, n) in ours.items():
+        r = {"pattern": PATTERNS[p], "method": m, "FedAU minus method (points)": c.ours, "2 s.e.": 2 * c.spread,
+             "seeds": n, "direction": word.get(c.verdict, "inside noise")}
+        if beside is not None:
+            o = other.get((p, m))
+            r[f"{beside[2]}: FedAU minus method"] = o[0].ours if o else np.nan
+            r[f"{beside[2]}: 2 s.e."] = 2 * o[0].spread if o else np.nan
+            r[f"{beside[2]}: direction"] = word.get(o[0].verdict, "inside noise") if o else "not run"
+        rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def spot_summary(spot: pd.DataFrame | None, done: int, total: int, label: str = "logistic regression") -> dict:
+    """The CNN spot-check's reading for the page's prose, with the same keys whether its runs are stored or not:
+    "status" (a sentence for the section) and "found" (a short one for the findings); `spot` is
+    :func:`spot_differences`'s table (with `label`'s columns), None when the runs are not all stored."""
+    if spot is None:
+        return dict(status=f"These runs are still to run at this scale ({done} of {total} stored); the table "
+                           f"lists them. FedAU minus each method appears here once they are stored.",
+                    found="still to run at this scale.")
+    n = len(spot)
+    counts = {d: int((spot.direction == d).sum()) for d in ("FedAU ahead", "FedAU behind", "inside noise")}
+    same = int((spot.direction == spot[f"{label}: direction"]).sum())
+    sign = int((np.sign(spot["FedAU minus method (points)"]) == np.sign(spot[f"{label}: FedAU minus method"])).sum())
+    what = (f"of the {n} paired differences, FedAU is ahead beyond two standard errors in {counts['FedAU ahead']}, "
+            f"behind in {counts['FedAU behind']}, and {counts['inside noise']} lie inside the noise; the direction "
+            f"is the one {label} gives with the same step sizes in {same} of {n}, the sign of the mean in {sign} of {n}")
+    return dict(status=f"All {total} runs are stored: {what}.", found=what + ".")
 
 
 def bias_term(s: Mapping, p_min: float, Ks: Sequence, seeds: Sequence[int]) -> pd.DataFrame:
