@@ -11,9 +11,9 @@ valuable items first::
 
 **Value.** Items are ranked by the information their runs give per compute-minute: first the runs that
 decide a claim of a document (the Fed-CVaR-Avg MNIST diagnostics, HiCS-FL with the document's CNN in
-setting (2), Fed-CVaR-Avg Table 1), last the runs with nothing in the document to compare against (the
-FedAU cutoff x p_min figure, whose image the document does not include). ``value`` is the rank (1 first);
-``why`` says what the runs decide.
+setting (2), Fed-CVaR-Avg Table 1), last the labelled sensitivity checks (the FedAU CNN spot-check) and the
+runs with nothing in the document to compare against (the FedAU cutoff x p_min figure, whose image the
+document does not include). ``value`` is the rank (1 first); ``why`` says what the runs decide.
 
 **Price.** ``gpu_minutes``: measured on a GPU only where the item's own runs (or runs of the same shapes)
 were timed there (``basis`` "measured"); otherwise "estimated from ..." (``basis`` "estimated", the text
@@ -126,10 +126,10 @@ class Owed:
         return out
 
 
-def _fedau(study: str, **overrides) -> Callable[[], tuple[int, int]]:
+def _fedau(study: str, profile: str = "paper", **overrides) -> Callable[[], tuple[int, int]]:
     def count():
         from flkit.papers.fedau import table
-        s = table.profile("paper", **overrides)
+        s = table.profile(profile, **overrides)
         store = table.store_for(s)
         cs = table.configs(s, study=study)
         if study == "cutoff":             # the runs the table already has are not owed twice
@@ -253,6 +253,24 @@ _FEDAU_GPU = ("estimated from the engine benchmark of the FedAU CIFAR-10 CNN on 
 _FEDAU_CPU = ("extrapolated from the HiCS-FL CNN's measured 0.29 ms per training sample and 0.62 ms per evaluation "
               "forward on one thread of this CPU (a CNN of similar size): 2.1e7 samples + 1.4e7 evaluation forwards "
               "per run")
+
+# FedAU's CNN spot-check (profile "cnn-spot": 10 runs of 1,000 rounds, the authors' Fashion-MNIST CNN, Bernoulli
+# participation), measured on one thread of this CPU pinned to core 0 (scripts/fedau_sweep.py --profile cnn-spot
+# --study table --device cpu --threads 1 --estimate): a 3-round trial of each of its two batches (8 memoryless runs;
+# the 2 MIFA runs) with the evaluations timed apart, the process's CPU time projected over the runs' exact client
+# updates (their participation masks) and their 21 evaluations each (the whole training and test set every 50
+# rounds). The core was shared with other jobs (wall time about 2x the CPU time), so the CPU time is the price.
+# 2026-11-27: 8 runs: 47.0 s CPU for 3 rounds (648 client updates), 240.2 s CPU per evaluation of the batch -> 15.15 s
+# a round over 208,960 client updates + 21 evaluations = 5.61 h; MIFA's 2 runs: 3.81 s a round, 58.4 s an
+# evaluation -> 1.40 h; 7.01 h in all (13.84 h of wall time on the shared core).
+_FEDAU_SPOT_CPU_H = 5.61 + 1.40
+_FEDAU_SPOT_BASIS = ("measured on one thread of this CPU (scripts/fedau_sweep.py --profile cnn-spot --study table "
+                     "--device cpu --estimate --threads 1, pinned to core 0): a 3-round trial of each batch, its "
+                     "evaluations timed apart, in process CPU time; 19.0 s a round for the 10 runs (15.2 s for the 8 "
+                     "memoryless runs, 3.8 s for the 2 MIFA runs) over the runs' exact client updates, and 299 s per "
+                     "evaluation of all 10 (whole training and test set, 21 per run): 5.3 h of rounds and 1.7 h of "
+                     "evaluations, 7.0 h in all (25 s a round with the evaluations spread); the MIFA batch (1.4 h) "
+                     "checkpoints its two 250 x d tables, about 0.4 GB in 15 MiB parts, when a piece stops inside it")
 
 ITEMS = [
     # Diagnosis of Figs. 3-4 (the rare classes stay near 50 %): the authors' input scaling, and a longer horizon,
@@ -425,10 +443,20 @@ ITEMS = [
          "re-prices the FedAU items (nothing in a document to compare against)",
          5.0, "estimated: the CIFAR-10 CNN's benchmark took 5-8 min on an H100",
          0.0, "a GPU benchmark: nothing to pay on a CPU", limit=("--budget", 60.0)),
+    Owed("fedau-cnn-spot", "000", "CNN spot-check of the main table: the authors' Fashion-MNIST CNN, 1,000 of "
+         "10,000 rounds, Bernoulli participation, FedAU (K = inf and K = 50), MIFA, average participating and known p, "
+         "2 seeds, the authors' step sizes (tuned for their CIFAR-10 CNN, not retuned)", "book/fedau/table",
+         "python scripts/fedau_sweep.py --profile cnn-spot --study table --device cpu --threads 1 --max-minutes 30",
+         _fedau("table", profile="cnn-spot"), 19,
+         "a labelled sensitivity check: does the model (the authors' CNN in place of logistic regression) change "
+         "the stand-in's paired differences? (reduced: 1,000 of 10,000 rounds, 2 seeds, Bernoulli only)",
+         None, "no GPU timing: paid on a CPU (one thread, a few hours)",
+         _FEDAU_SPOT_CPU_H * 60 / 10, _FEDAU_SPOT_BASIS, cpu_measured=True, cpu=True, data=("fashion-mnist",),
+         sensitivity=True),
     Owed("fedau-cutoff-paper", "000", "Cutoff K x minimum probability figure, the authors' CNN, 10,000 rounds "
          "(Fashion-MNIST stand-in)", "book/fedau/cutoff",
          "python scripts/fedau_sweep.py --profile paper --study cutoff --device cuda --max-minutes 8",
-         _fedau("cutoff"), 19, "nothing in the document to compare against (its cutoff x p_min image is not in "
+         _fedau("cutoff"), 20, "nothing in the document to compare against (its cutoff x p_min image is not in "
          "the document)", _FEDAU_MIN, _FEDAU_GPU, _FEDAU_CPU_MIN, _FEDAU_CPU, data=("fashion-mnist",)),
     # the book's own comparison (Across the documents): no document's item depends on it
     Owed("across-rare-users", "book", "Under document 003's RAM on its MNIST split (Figs. 3 and 4): FedAvg, "

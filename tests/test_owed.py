@@ -62,6 +62,8 @@ def test_ledger_is_ordered_by_value(tmp_path, monkeypatch):
     assert ids[:6] == first and ids[-2:] == ["fedau-cutoff-paper", "across-rare-users"]
     # the MNIST RAM-vector runs have no basis in the document: a labelled sensitivity check, near the end
     assert ids.index("cvar-mnist-authors-ram") > ids.index("cvar-fig2-causes")
+    # the FedAU CNN spot-check (a reduced sensitivity check) after the FedAU table at the document's scale
+    assert ids.index("fedau-table-paper") < ids.index("fedau-cnn-spot") == len(ids) - 2
     assert [it.id for it in owed.ledger()] == ids
 
 
@@ -270,3 +272,24 @@ def test_a_part_keeps_its_whole_owed(tmp_path, monkeypatch):
     ids = owed.unpaid_ids()
     assert "hics-fmnist-s2" in ids and "hics-fmnist-paper" in ids
     assert "hics-fmnist-paper" not in {it.id for it in owed.ledger()}
+
+
+def test_fedau_cnn_spot_is_a_measured_cpu_item(tmp_path, monkeypatch):
+    """The CNN spot-check: the 10 runs of profile cnn-spot counted from the store, paid on one CPU thread in
+    resumable pieces, priced by a measurement on this CPU, a sensitivity check that no document item names."""
+    from flkit.papers.fedau import table
+    monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    it = next(i for i in owed.ITEMS if i.id == "fedau-cnn-spot")
+    done, total, minutes = it.progress()
+    assert (done, total) == (0, 10) and minutes == pytest.approx(10 * it.cpu_min) and 0 < minutes / 60 < 48
+    assert it.cpu and it.cpu_measured and it.gpu_min is None and it.sensitivity and it.document == "000"
+    assert it.cpu_basis.startswith("measured") and "--estimate --threads 1" in it.cpu_basis
+    assert owed.payable(it, "cpu")[0] and not owed.payable(it, "cuda")[0]
+    argv = it.argv("cpu", 20.0, 1)
+    assert argv[argv.index("--profile") + 1] == "cnn-spot" and argv[argv.index("--study") + 1] == "table"
+    assert argv[argv.index("--device") + 1] == "cpu" and float(argv[argv.index("--max-minutes") + 1]) == 20.0
+    assert argv[argv.index("--threads") + 1] == "1"
+    s = table.profile("cnn-spot")
+    table.store_for(s).save(table.configs(s)[0], __import__("pandas").DataFrame(
+        {"round": [0], "metric": ["test_acc"], "value": [0.1]}))
+    assert it.progress()[:2] == (1, 10)
