@@ -463,7 +463,7 @@ ITEMS = [
          "Fed-CVaR-Avg (alpha = gamma = 0.3), FedAU (K = 50 and no cutoff), known-rho weighting and MIFA, 4000 "
          "rounds, 5 seeds (60 runs)", "book/across/rare_users",
          "python scripts/across_rare_users.py --profile paper --device cuda --max-minutes 8.5",
-         _rare_users, 20,
+         _rare_users, 21,
          "decides the book's own comparison of the rules for unknown participation statistics under document 003's "
          "RAM (which rule lifts the rare classes); no document's item depends on it",
          223 / 60 / 20, "estimated from the Fed-CVaR-Avg chapter's stored runs of the same local training (223 s for "
