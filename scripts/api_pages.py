@@ -4,9 +4,10 @@ list the pages for _toc.yml. The pages are generated from the package's modules,
     .venv/bin/python scripts/api_pages.py          # rewrite book/appendix/api/*.md and their _toc.yml entries
     .venv/bin/python scripts/api_pages.py --check  # exit 1 when a page is missing, stale or left over
 
-One page per module of `flkit` (flkit.fl, flkit.results, ...); one page for the shared chapter code
-(flkit.papers.claims, .scorecard, .settings) and one per chapter package (flkit.papers.mifa,
-flkit.papers.cvar, ...) with all of its modules. The index lists every module with its one-line summary
+One page per module of `flkit` (flkit.fl, flkit.results, ...), a package's modules on the package's page
+(flkit.sample with flkit.sample.hics, ...); one page for the shared chapter code (flkit.papers.claims,
+.scorecard, .settings) and one per chapter package (flkit.papers.mifa, flkit.papers.cvar, ...) with all of
+its modules. The index lists every module with its one-line summary
 (autosummary). _toc.yml lists the pages in `pages()` order, as sections of the index (tests/test_book_ext.py
 checks it; writing the pages rewrites those lines of _toc.yml).
 """
@@ -41,6 +42,8 @@ def pages() -> dict[str, list[str]]:
         parts = m.split(".")
         if len(parts) == 2 and parts[1] != "papers":
             out[m] = [m]
+        elif len(parts) >= 3 and parts[1] != "papers":    # a module of a package (flkit.sample.hics): its page
+            out[".".join(parts[:2])].append(m)
     out["flkit.papers"] = ["flkit.papers", *SHARED]
     for m in mods:
         parts = m.split(".")
