@@ -2,7 +2,7 @@
 
 The LeNet of Fed-CVaR's Table 1 is two blocks Conv2d(k, "same" padding) -> LeakyReLU -> MaxPool2d(2)
 followed by fully connected layers. Stacking M such models as one grouped convolution
-(`flkit.engine.grouped_forward`) makes cuDNN loop over the M groups (and fall back to its depthwise
+(`flkit.grouped.grouped_forward`) makes cuDNN loop over the M groups (and fall back to its depthwise
 kernel for the 1-channel first layer): on an H100 a local step of 65 LeNets (batch 128) takes 6.5 ms.
 Here each block is one implicit-GEMM kernel per direction, with the M models as a grid axis; the same
 step takes 3.5 ms (benchmarks/bench_cvar_step.py, results/benchmarks/cvar_step_h100.log). That is still
@@ -16,7 +16,7 @@ operand from L1/L2 without reusing it through shared memory, which is where a fa
 
 The first block can read its input straight from the dataset through the minibatch indices (`idx`,
 padding entries < 0 read sample 0; their labels are ignored by the loss). Everything after the last
-block (Flatten, Linear, elementwise layers) runs through `flkit.engine.grouped_forward`.
+block (Flatten, Linear, elementwise layers) runs through `flkit.grouped.grouped_forward`.
 
 Matrix products use TF32 on the GPU by default, like PyTorch's cuDNN convolutions (precision="ieee" for
 full float32). On the CPU the kernels run in Triton's interpreter (TRITON_INTERPRET=1 set before
@@ -25,11 +25,12 @@ triton is imported), which is how tests/test_fused.py checks them against torch'
 from __future__ import annotations
 
 import collections
+import os
 
 import torch
 from torch import nn
 
-from flkit.engine import grouped_forward
+from flkit.grouped import grouped_forward, supports_grouped
 
 try:
     import triton
@@ -43,7 +44,6 @@ __all__ = ["available", "supports_fused", "conv_pool", "forward"]
 def available(device: torch.device | str) -> bool:
     """True where the fused kernels can run: triton importable and a CUDA device, or any device under
     Triton's interpreter (TRITON_INTERPRET=1: exact but slow, for tests)."""
-    import os
     if triton is None:
         return False
     return torch.device(device).type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
@@ -73,7 +73,6 @@ def supports_fused(model: nn.Module) -> bool:
     """True for Sequentials that start with Conv2d(odd k, stride 1, "same" zero padding, bias) ->
     LeakyReLU -> MaxPool2d(2) blocks (at least one) and continue with Flatten + layers of the engine's
     grouped family (Linear, elementwise)."""
-    from flkit.engine import supports_grouped
     blocks, tail = _split(model)
     return (bool(blocks) and len(tail) > 0 and isinstance(tail[0], nn.Flatten)
             and not any(isinstance(m, (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d)) for m in tail)

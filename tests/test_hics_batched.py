@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from flkit import datasets, engine, fl, models
+from flkit import grouped as G
 from flkit.papers.hics import experiments as X
 from flkit.tasks import EngineTask
 
@@ -88,10 +89,10 @@ def test_wrong_batched_variants_fail_the_parity_check(monkeypatch):
     def wrong(**patch):
         with monkeypatch.context() as m:
             for name, fn in patch.items():
-                m.setattr(engine, name, fn)
+                m.setattr(G, name, fn)     # where grouped_forward looks them up
             return engine.local_train(net, params, x, y, batches, vectorized="grouped", dropout_keep=keep, **kw)[0]
 
-    real = engine._masked_batch_norm
+    real = G._masked_batch_norm
     padded_in = wrong(_masked_batch_norm=lambda h, valid, *a: real(h, torch.ones_like(valid), *a))
 
     def shared(layer, name, params, buffers, h, layout, M, valid, new_buffers):
@@ -117,8 +118,8 @@ def test_batchnorm_leaves_padded_slots_out_and_keeps_running_stats_per_model():
     bn = torch.nn.BatchNorm2d(3).double()
     grouped = h.transpose(0, 1).reshape(5, 6, 4, 4)
     new = {}
-    out = engine._grouped_batch_norm(bn, "bn", {"bn.weight": w, "bn.bias": b},
-                                     {"bn.running_mean": rm, "bn.running_var": rv}, grouped, "grouped", 2, valid, new)
+    out = G._grouped_batch_norm(bn, "bn", {"bn.weight": w, "bn.bias": b},
+                               {"bn.running_mean": rm, "bn.running_var": rv}, grouped, "grouped", 2, valid, new)
     out = out.reshape(5, 2, 3, 4, 4).transpose(0, 1)
     for m in range(2):
         n = int(valid[m].sum())
@@ -292,9 +293,9 @@ def test_masked_batch_norm_gradient_is_the_derivative():
     per_channel = torch.tensor([[1.0, 1, 1], [1, 1, 1], [1, 0, 1], [0, 0, 1], [1, 0, 0]], dtype=torch.float64)
     for v in (rows, per_channel):
         n = v.sum(0).expand(3) * 4
-        f = lambda h, w, b: engine._MaskedBatchNorm.apply(h, v, n, w, b, 1e-5)[0]          # noqa: E731
+        f = lambda h, w, b: G._MaskedBatchNorm.apply(h, v, n, w, b, 1e-5)[0]          # noqa: E731
         assert torch.autograd.gradcheck(f, (h, w, b))
-        assert torch.autograd.gradcheck(lambda h: engine._MaskedBatchNorm.apply(h, v, n, None, None, 1e-5)[0], (h,))
+        assert torch.autograd.gradcheck(lambda h: G._MaskedBatchNorm.apply(h, v, n, None, None, 1e-5)[0], (h,))
 
 
 def test_the_cnn_trains_its_clients_together_on_a_gpu_and_one_at_a_time_on_a_cpu():

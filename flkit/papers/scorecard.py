@@ -21,6 +21,11 @@ Besides the five documents, ``items/book.yaml`` holds the book's own items (:dat
 :data:`OWN_SOURCE`): what the book states across the documents, checked by the chapter "Across the documents"
 (its errata and equivalences). They are recorded, verdicted and listed like the others, but apart, and counted in
 no document (:func:`own`, :func:`beyond`).
+
+The items, :func:`record`, :func:`page_checks` and the verdict rule live in :mod:`flkit.papers.verdicts` (which
+chapters import; re-exported here under the same names), the scale of the five documents' pages in
+:mod:`flkit.papers.scales`. This module sits above the chapters and the owed-work ledger (:mod:`flkit.owed`) and
+is imported by none of them.
 """
 from __future__ import annotations
 
@@ -28,197 +33,26 @@ import argparse
 import json
 import math
 import sys
-import textwrap
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from flkit.papers import claims
+from flkit import owed
+from flkit.papers import claims, scales
+from flkit.papers.across import rare_users, sensitivity
 from flkit.papers.claims import Check
+from flkit.papers.verdicts import (  # noqa: F401  (re-exported: the scorecard's names, as before the split)
+    _GLUE_MIME, _GLUE_PREFIX, _ITEMS, CHECKED, DOCUMENT_SCALE, DOCUMENTS, GLUE_KEY, KINDS, OWN, OWN_SOURCE, RULE,
+    SCALES, SOURCES, STATUSES, VERDICTS, Item, _check_item, _departures, _finite, _join, _load, _text,
+    _verdict_words, document, item_scale, items, page_checks, page_verdicts, record, rows, scale_kind, verdict)
+from flkit.reproduce import generated, regenerate
 
 __all__ = ["DOCUMENTS", "OWN", "OWN_SOURCE", "VERDICTS", "SCALES", "SOURCES", "own", "beyond", "page_verdicts", "verdict_box", "box", "Item", "items", "record", "collect", "page_checks", "page_scale",
            "scale_kind", "item_scale", "verdict", "still_to_run", "table", "counts", "status_table", "main"]
 
 _REPO = Path(__file__).resolve().parents[2]
-_ITEMS = Path(__file__).resolve().parent / "items"
 BOOK = _REPO / "book"
-DOCUMENTS = ("000", "001", "002", "003", "004")
-# the book's own items (``items/book.yaml``): statements the book makes across the documents (the errata, the
-# rules that go under different names), checked by the chapter "Across the documents"; scored and listed apart,
-# never counted among any document's items
-OWN = "book"
-OWN_SOURCE = "the book's own"
-GLUE_KEY = "scorecard"
-_GLUE_PREFIX = "application/papermill.record/"      # MyST-NB's glue prefix: stored in the notebook, not shown
-_GLUE_MIME = _GLUE_PREFIX + "application/json"    # holds a JSON string: nbformat takes structures only under application/*json
-
-# the verdicts, in the order the scorecard lists them: the book's one vocabulary
-VERDICTS = ("reproduced", "partly", "not reproduced", "not testable at this scale", "nothing to compare with",
-            "finding", "not attempted", "not executable here")
-CHECKED = VERDICTS[:6]           # the verdicts of an item that a page checks
-# the scale of a check or item: "document's setting", "stand-in: <what replaces what>", "reduced: <what is smaller>"
-DOCUMENT_SCALE = "document's setting"
-SCALES = (DOCUMENT_SCALE, "stand-in", "reduced")
-STATUSES = ("checked", "not executable", "not attempted")
-# where an item comes from when it is not the document's own: listed apart, never counted in the document's counts
-SOURCES = ("beyond the notes", OWN_SOURCE)
-KINDS = ("figure", "table", "table cell", "theorem", "lemma", "corollary", "proposition", "assumption",
-         "equation", "algorithm", "claim", "remark", "example")
-RULE = ("An item is reproduced when every check of it agrees or is confirmed (the book's agreement rule); "
-        "partly when some do and the others differ, are contradicted or cannot tell; not reproduced when none "
-        "does and at least one differs or is contradicted; not testable at this scale when no check can tell. "
-        "An item where the document gives no number or image to compare with is 'nothing to compare with'; an "
-        "item whose checks show the document's statement or assumption false or infeasible is a finding. The "
-        "scale of the checks (the document's setting, a stand-in, reduced) is stated beside every verdict and "
-        "never changes it; so is what is still to run at the document's scale. An "
-        "item whose data cannot be obtained here is not executable here.")
-
-
-@dataclass(frozen=True)
-class Item:
-    """One item of a document (see the module docstring and ``items/README.md`` for the fields)."""
-    doc: str
-    id: str
-    kind: str
-    where: str
-    page: str | None = None          # "fedau/table": book/fedau/table.ipynb
-    shown_as: str | None = None      # the label our page gives it ("Table 2", "Fig. 3"); must appear on the page
-    status: str = "checked"
-    value: float | None = None       # the document's number, where it gives one and no check carries it
-    sd: float | None = None
-    text: str | None = None          # the document's statement or number as printed
-    missing: str | None = None       # what is missing here ("the CIFAR-10 images"), for "not executable"
-    owed: str | None = None          # the owed-work ledger id that completes it at the document's scale
-    note: str | None = None
-    scale: str | None = None         # "stand-in: ..." / "reduced: ...": where this item's runs depart from its page's
-    finding: str | None = None       # what the checks show false or infeasible in the document's statement
-    nothing_to_compare: str | None = None   # why the document gives no number or image to compare ours with
-    source: str | None = None        # "beyond the notes": a claim of another source that a page checks; scored,
-    #                                  listed apart and not counted among the document's items (SOURCES)
-    extra: dict = field(default_factory=dict, compare=False)
-
-
-def _check_item(doc: str, raw: dict) -> Item:
-    where = f"items/{doc}.yaml, item {raw.get('id')!r}"
-    known = {f for f in Item.__dataclass_fields__ if f not in ("doc", "extra")}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(known)}")
-    for f in ("id", "kind", "where"):
-        if not raw.get(f):
-            raise ValueError(f"{where}: field {f!r} is required")
-    it = Item(doc=doc, **raw)
-    if it.kind not in KINDS:
-        raise ValueError(f"{where}: kind {it.kind!r} is not one of {KINDS}")
-    if it.status not in STATUSES:
-        raise ValueError(f"{where}: status {it.status!r} is not one of {STATUSES}")
-    if it.status == "checked" and not (it.page and it.shown_as):
-        raise ValueError(f"{where}: a checked item needs `page` and `shown_as`")
-    if it.status == "not executable" and not it.missing:
-        raise ValueError(f"{where}: a not-executable item needs `missing` (which data or hardware)")
-    if it.scale is not None:
-        scale_kind(it.scale, where)
-    if it.source is not None and it.source not in SOURCES:
-        raise ValueError(f"{where}: source {it.source!r} is not one of {SOURCES}")
-    if (doc == OWN) != (it.source == OWN_SOURCE):
-        raise ValueError(f"{where}: the book's own items are those of items/{OWN}.yaml, each with "
-                         f"`source: {OWN_SOURCE}`, and only those")
-    return it
-
-
-@cache
-def _load(doc: str) -> tuple[dict, tuple[Item, ...]]:
-    path = _ITEMS / f"{doc}.yaml"
-    if not path.is_file():
-        return {"document": doc, "title": f"document {doc}", "chapter": None}, ()
-    raw = yaml.safe_load(path.read_text())
-    items = tuple(_check_item(doc, r) for r in raw.get("items", []))
-    ids = [i.id for i in items]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
-    if dup:
-        raise ValueError(f"items/{doc}.yaml: duplicate item ids {dup}")
-    return {k: v for k, v in raw.items() if k != "items"}, items
-
-
-def document(doc: str) -> dict:
-    """The document's header (title, short name, chapter)."""
-    return _load(doc)[0]
-
-
-def items(doc: str | None = None) -> list[Item]:
-    """The items of one document (or of the book's own, :data:`OWN`), or of all five and the book's own."""
-    docs = DOCUMENTS + (OWN,) if doc is None else (doc,)
-    return [it for d in docs for it in _load(d)[1]]
-
-
-# --------------------------------------------------------------------------------------------------------
-# the page side
-
-
-def _finite(x):
-    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
-
-
-def rows(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str, Check]]) -> list[dict]:
-    """The record's rows for a page: one per check, under the id of the document item it tests."""
-    pairs = [(k, c) for k, cs in checks.items() for c in cs] if isinstance(checks, Mapping) else list(checks)
-    if doc not in DOCUMENTS + (OWN,):
-        raise ValueError(f"doc {doc!r} is not one of {DOCUMENTS + (OWN,)}")
-    out = []
-    for item, c in pairs:
-        if not isinstance(c, Check):
-            raise TypeError(f"item {item!r}: expected a claims.Check, got {type(c).__name__}")
-        out.append(dict(doc=doc, item=str(item), what=c.what, verdict=c.verdict, ours=_finite(float(c.ours)),
-                        spread=_finite(float(c.spread)), reference=_finite(float(c.reference)),
-                        margin=_finite(float(c.margin)), rule=c.rule, **({"scale": c.scale} if c.scale else {})))
-    return out
-
-
-def record(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str, Check]], *,
-           show: bool = True) -> pd.DataFrame:
-    """Store this page's claim checks for the scorecard (call once, in the page's last cell) and, with
-    `show`, display them: every check the page makes, under the document item it tests. `checks` maps each
-    item id (as in ``flkit/papers/items/<doc>.yaml``) to its checks, or is a list of (item id, check) pairs."""
-    rs = rows(doc, checks)
-    known = {i.id: i for i in items(doc)}
-    unknown = sorted({r["item"] for r in rs} - set(known))
-    if unknown:
-        raise ValueError(f"document {doc}: item id(s) {unknown} are not in flkit/papers/items/{doc}.yaml")
-    from IPython.display import display
-    display({_GLUE_MIME: json.dumps(rs)}, raw=True, metadata={"scrapbook": dict(name=GLUE_KEY, mime_prefix=_GLUE_PREFIX)})
-    df = pd.DataFrame(rs, columns=["doc", "item", "what", "verdict", "ours", "spread", "reference", "margin", "rule"])
-    if show:
-        n_ok = int(df["verdict"].isin(["agrees", "confirmed"]).sum())
-        print(textwrap.fill(f"The checks of this page, as the scorecard records them: {n_ok} of {len(df)} agree or "
-                            f"are confirmed, over {df['item'].nunique()} items of document {doc}.", 88))
-        view = df[["item", "what", "verdict", "ours", "reference"]].copy()
-        for c in ("ours", "reference"):
-            view[c] = [claims.number(x) for x in view[c]]
-        display(view.style.hide(axis="index"))
-        print("Rules applied:\n" + "\n".join(textwrap.fill(r, 88, initial_indent="- ", subsequent_indent="  ")
-                                               for r in dict.fromkeys(df["rule"])))
-    return df
-
-
-def _text(v) -> str:
-    return "".join(v) if isinstance(v, list) else v
-
-
-def page_checks(path: Path) -> tuple[list[dict], dict]:
-    """(the checks a page recorded, its `metadata.flkit`) from an executed notebook."""
-    nb = json.loads(Path(path).read_text())
-    found = []
-    for cell in nb.get("cells", []):
-        for out in cell.get("outputs", []):
-            if out.get("metadata", {}).get("scrapbook", {}).get("name") == GLUE_KEY and _GLUE_MIME in out.get("data", {}):
-                found.append(json.loads(_text(out["data"][_GLUE_MIME])))
-    if len(found) > 1:
-        raise ValueError(f"{path}: the page records its checks {len(found)} times; call scorecard.record once")
-    return (found[0] if found else []), nb.get("metadata", {}).get("flkit", {})
 
 
 def collect(book: Path = BOOK) -> pd.DataFrame:
@@ -237,188 +71,27 @@ def collect(book: Path = BOOK) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-# --------------------------------------------------------------------------------------------------------
-# the scale
-
-
-def scale_kind(scale: str, where: str = "scale") -> str:
-    """"document's setting", "stand-in" or "reduced": the kind of a scale text. A text that joins several
-    departures ("stand-in: ...; reduced: ...") is a stand-in when any part is."""
-    if scale == DOCUMENT_SCALE:
-        return DOCUMENT_SCALE
-    parts = [p.strip() for p in str(scale).split("; ") if p.strip()]
-    kinds = [p.split(":", 1)[0] for p in parts]
-    if not parts or any(k not in SCALES[1:] or not p.split(":", 1)[1:] or not p.split(":", 1)[1].strip()
-                        for k, p in zip(kinds, parts)):
-        raise ValueError(f"{where}: {scale!r} is not a scale: write {DOCUMENT_SCALE!r}, 'stand-in: <what replaces "
-                         "what>' or 'reduced: <what is smaller>' (several joined by '; ')")
-    return "stand-in" if "stand-in" in kinds else "reduced"
-
-
-def _join(parts: Iterable[str]) -> str:
-    parts = [p for p in dict.fromkeys(parts) if p and p != DOCUMENT_SCALE]
-    parts.sort(key=lambda p: not p.startswith("stand-in"))      # stand-ins first, then what is smaller
-    return "; ".join(parts) or DOCUMENT_SCALE
-
-
-def _departures(ours: Mapping, paper: Mapping, stand_in: Mapping[str, str], reduced: Mapping[str, str],
-                words=lambda k, v: str(v)) -> list[str]:
-    """'stand-in: <ours> for <the document's>' for each key of `stand_in` where the settings differ (`words`
-    names the values),
-    'reduced: <key> <ours> (document: <theirs>)' for each key of `reduced`; the mappings name each key."""
-    out = []
-    for keys, kind in ((stand_in, "stand-in"), (reduced, "reduced")):
-        for k, name in keys.items():
-            if k in ours and k in paper and ours[k] != paper[k]:
-                if kind == "stand-in":
-                    out.append(f"stand-in: {words(k, ours[k])} for {words(k, paper[k])}")
-                else:
-                    out.append(f"reduced: {name} {words(k, ours[k])} (document: {words(k, paper[k])})")
-    return out
-
-
-def _cvar_scale(experiment: str):
-    def derive(params: Mapping) -> list[str]:
-        from flkit.papers.cvar import experiments as ex
-        known = ex.settings(experiment, params.get("profile") or "paper")
-        s = ex.settings(experiment, params.get("profile") or "paper",
-                        **{k: v for k, v in params.items() if k in known and k != "profile"})
-        ram = {"random-draw": "a random draw of 27 of the 30 RAM probabilities", "authors": "the authors' 30"}
-        return _departures(s, ex.PAPER[experiment], {"ram": "RAM", "input_scaling": "input scaling", "model": "model",
-                                                      "dataset": "data"},
-                           {"rounds": "rounds", "seeds": "seeds", "panels": "panels", "alphas": "alphas",
-                            "train_subset": "training images", "test_subset": "test images"},
-                           words=lambda k, v: ram.get(v, v) if k == "ram" else f"{k} {ex._short(v, k)}" if k in ("input_scaling", "model", "dataset") else ex._short(v, k))
-    return derive
-
-
-def _fedau_scale(params: Mapping) -> list[str]:
-    from flkit.papers.fedau import table as tb
-    s = tb.profile(params.get("profile") or "paper", **{k: params.get(k) for k in ("dataset", "model", "rounds", "seeds")
-                                                       if params.get(k) is not None})
-    data = [] if s["dataset"] in tb.DOCUMENT_DATASETS else [
-        f"stand-in: {tb.NAMES.get(s['dataset'], s['dataset'])} for the document's data sets "
-        f"({', '.join(tb.NAMES[d] for d in tb.DOCUMENT_DATASETS)})"]
-    words = lambda k, v: ("the authors' CNN" if v is None else tb.MODEL_WORDS.get(v, str(v))) if k == "model" else (  # noqa: E731
-        f"{v:,}" if isinstance(v, int) else f"{len(v)} seeds" if k == "seeds" else str(v))
-    return data + _departures(s, tb.PROFILES["paper"], {"model": "model"},
-                              {"rounds": "rounds", "clients": "clients", "seeds": "seeds",
-                               "train_subset": "training images", "test_subset": "test images"}, words)
-
-
-def _hics_scale(params: Mapping) -> list[str]:
-    from flkit.papers.hics import experiments as ex
-    s = ex.profile(params.get("profile") or "paper", **{k: params.get(k) for k in ("rounds", "seeds")
-                                                       if params.get(k) is not None})
-    paper = ex.profile("paper")
-    words = lambda k, v: {"logreg": "multinomial logistic regression", "hics_fmnist_paper": "the document's CNN"}.get(  # noqa: E731
-        v, str(v)) if k == "model" else (s["rounds"] if v is None and k == "divfl_table1_rounds" else v)
-    return _departures(s, paper, {"model": "model"},
-                       {"rounds": "rounds", "seeds": "seeds", "clients": "clients", "subset": "training images",
-                        "divfl_table1_rounds": "DivFL's rounds in Table 1's setting"}, words)
-
-
-def _fedau_table_scale(params: Mapping) -> list[str]:
-    """The FedAU table's departures, and, where the page read the table with step sizes retuned on the stand-in
-    (``retune``), that replacement of the authors' CIFAR-10 step sizes."""
-    steps = ["stand-in: step sizes tuned on the stand-in (validation accuracy, tuning seeds apart from the "
-             "table's) for the authors' CIFAR-10 step sizes"] if params.get("retune") else []
-    return _fedau_scale(params) + steps
-
-
 def _sensitivity_scale(params: Mapping) -> list[str]:
     """The sensitivity page's departures: those of the stored runs each of its claims reads."""
-    from flkit.papers.across import sensitivity
     return sensitivity.scale_parts(params)
 
 
 def _rare_users_scale(params: Mapping) -> list[str]:
-    from flkit.papers.across import rare_users
     return rare_users.scale_of(params)
 
 
-# pages whose scale follows from the parameters they ran with (their chapter's own profiles)
-_DERIVED = {"across/sensitivity": _sensitivity_scale, "across/rare_users": _rare_users_scale,
-            "cvar/synthetic_2d": _cvar_scale("synthetic_2d"), "cvar/mnist": _cvar_scale("mnist"),
-            "cvar/fmnist_table": _cvar_scale("fmnist"), "fedau/table": _fedau_table_scale, "fedau/cutoff": _fedau_scale,
-            "hics/fmnist": _hics_scale}
+# pages whose scale follows from the parameters they ran with: the five documents' chapters'
+# (flkit.papers.scales.DERIVED) and those of the chapter "Across the documents"
+_DERIVED = {"across/sensitivity": _sensitivity_scale, "across/rare_users": _rare_users_scale, **scales.DERIVED}
 
 
 def page_scale(page: str, parameters: Mapping) -> str:
     """The scale of a page's checks, from the parameters it ran with (``metadata.flkit.parameters``): what its
     settings replace or make smaller against the document's setting (for the pages that run the chapter's
     profiles), any stand-in its document's items file states for the whole page (``scale:`` in the header),
-    and, for another page run at a profile other than "paper", that profile."""
-    parts = []
-    for d in DOCUMENTS:
-        hand = (document(d).get("scale") or {}).get(page)
-        if hand:
-            scale_kind(hand, f"items/{d}.yaml, scale of {page}")
-            parts.append(hand)
-    if page in _DERIVED:
-        parts += _DERIVED[page](parameters)
-    elif parameters.get("profile") not in (None, "paper"):
-        parts.append(f"reduced: the '{parameters['profile']}' profile")
-    return _join(parts)
-
-
-def item_scale(item: Item, checks: pd.DataFrame) -> str:
-    """The item's scale: its own (``scale:`` in the items file) where its runs depart from its page's, else
-    the departures of the pages that check it (``scale`` of :func:`collect`'s rows); the document's setting
-    when there are none."""
-    if item.scale:
-        return item.scale
-    if "scale" not in checks or checks.empty:
-        return DOCUMENT_SCALE
-    return _join(s for v in checks["scale"].dropna() for s in str(v).split("; "))
-
-
-# --------------------------------------------------------------------------------------------------------
-# the verdict
-
-
-def verdict(item: Item, checks: pd.DataFrame) -> str:
-    """The item's verdict from its checks (rows of :func:`collect` for this item: their ``verdict``), in the
-    book's vocabulary (:data:`VERDICTS`); the one rule, :data:`RULE`. Neither the scale of the checks nor the
-    runs still owed change it: they are stated beside it (:func:`item_scale`, :func:`still_to_run`)."""
-    if item.status == "not attempted":
-        return "not attempted"
-    if item.status == "not executable":
-        return "not executable here"
-    if checks.empty:
-        raise ValueError(f"document {item.doc}, item {item.id!r}: checked, but page {item.page!r} records no "
-                         "check of it")
-    unknown = sorted(set(checks["verdict"]) - set(claims.CHECK_VERDICTS))
-    if unknown:
-        raise ValueError(f"document {item.doc}, item {item.id!r}: unknown check verdict(s) {unknown}")
-    if item.nothing_to_compare:
-        return "nothing to compare with"
-    ok = checks["verdict"].isin(claims.OK)
-    failed = checks["verdict"].isin(claims.FAILED)
-    if ok.all():
-        return "reproduced"
-    if item.finding and failed.any():
-        return "finding"
-    if ok.any():
-        return "partly"
-    return "not reproduced" if failed.any() else "not testable at this scale"
-
-
-def _verdict_words(vs: Iterable[str]) -> str:
-    """"reproduced (2 of 3 items) and partly (1 of 3 items)", in the order of :data:`VERDICTS`."""
-    vs = list(vs)
-    n = pd.Series(vs, dtype=object).value_counts()
-    parts = [f"{v} ({int(n[v])} of {len(vs)} item{'s' if len(vs) > 1 else ''})" for v in VERDICTS if v in n]
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def page_verdicts(doc: str, checks: Mapping[str, Iterable[Check]]) -> dict[str, str]:
-    """{item id: its verdict} (:func:`verdict`, the one rule) for the items a page's `checks` are filed under."""
-    known = {it.id: it for it in items(doc)}
-    unknown = sorted(set(checks) - set(known))
-    if unknown:
-        raise ValueError(f"document {doc}: item id(s) {unknown} are not in flkit/papers/items/{doc}.yaml")
-    return {i: verdict(known[i], pd.DataFrame(rows(doc, {i: list(cs)}))) for i, cs in checks.items()}
+    and, for another page run at a profile other than "paper", that profile (:func:`flkit.papers.scales.page_scale`
+    with the pages of every chapter, "Across the documents" included)."""
+    return scales.page_scale(page, parameters, _DERIVED)
 
 
 def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, tests: str,
@@ -496,7 +169,6 @@ def table(book: Path = BOOK) -> pd.DataFrame:
     """One row per item of the five documents: the document's value, ours, the verdict (:func:`verdict`), the
     scale of its checks (:func:`item_scale`), the runs still to be made at the document's scale
     (:func:`still_to_run`) and provenance."""
-    from flkit import owed
     ck = collect(book)
     unpaid = owed.unpaid_ids()
     out = []
@@ -594,7 +266,6 @@ def status_table(t: pd.DataFrame) -> str:
     verdict with how many of its items ran on a stand-in or reduced, and the items with runs still to be made
     at the document's scale; followed by what each document still lacks: the data that cannot be obtained
     here and the GPU minutes owed (from :mod:`flkit.owed`)."""
-    from flkit import owed
     c = counts(t)
     sc = by_scale(t)
     names = [v[0].upper() + v[1:] for v in VERDICTS]
@@ -758,7 +429,6 @@ _BEGIN, _END = "<!-- scorecard: status table (python -m flkit.papers.scorecard -
 
 def intro_block(text: str) -> tuple[int, int]:
     """(start, end) of the generated status table in the introduction's text."""
-    from flkit.reproduce import generated
     return generated(text, _BEGIN, _END)
 
 
@@ -815,7 +485,6 @@ def chapter_block(t: pd.DataFrame, doc: str) -> str:
 
 def write_chapter_blocks(t: pd.DataFrame, book: Path = BOOK) -> list[Path]:
     """Rewrite the generated verdicts block of every chapter index; returns the files written."""
-    from flkit.reproduce import regenerate
     out = []
     for d in DOCUMENTS:
         ch = document(d).get("chapter")
@@ -831,7 +500,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     t = table()
     if args.intro:
-        from flkit.reproduce import regenerate
         path = BOOK / "intro.md"
         regenerate(path, status_table(t), _BEGIN, _END)
         print(f"rewrote the status table in {path.relative_to(_REPO)}")

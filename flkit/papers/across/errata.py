@@ -33,8 +33,11 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from flkit.papers import claims
+from flkit import sample
+from flkit.papers import claims, verdicts
 from flkit.papers.claims import Check
+from flkit.papers.hics import experiments as X
+from flkit.seeding import rng
 
 __all__ = ["ByCheck", "ByGlue", "Erratum", "ENTRIES", "DOC_ROUNDS", "glued", "verify", "evidence_table",
            "summary", "markdown", "norm_slip", "two_thirds", "two_thirds_view", "horizon", "speedups", "cluster_slots", "page_checks",
@@ -435,8 +438,7 @@ def glued(page: str, book: Path = _BOOK) -> dict[str, object]:
 
 def page_checks(page: str, book: Path = _BOOK) -> pd.DataFrame:
     """The checks an executed page stores for the scorecard (``scorecard.page_checks``), as a table."""
-    from flkit.papers import scorecard
-    rows, _ = scorecard.page_checks(Path(book) / f"{page}.ipynb")
+    rows, _ = verdicts.page_checks(Path(book) / f"{page}.ipynb")
     return pd.DataFrame(rows, columns=["doc", "item", "what", "verdict", "ours", "spread", "reference", "margin",
                                        "rule"])
 
@@ -632,7 +634,6 @@ DOC_ROUNDS = {"FMNIST": 200, "CIFAR-10": 500, "CIFAR-100": 1000}
 
 
 def _table1() -> pd.DataFrame:
-    from flkit.papers.hics import experiments as X
     cols = {"FMNIST": (X.DOC_TARGET, X.DOC_TABLE1, X.DOC_SPEEDUP),
             "CIFAR-10": tuple(X.DOC_TABLE1_CIFAR["cifar10"][k] for k in ("target", "rounds", "speedup")),
             "CIFAR-100": tuple(X.DOC_TABLE1_CIFAR["cifar100"][k] for k in ("target", "rounds", "speedup"))}
@@ -678,8 +679,6 @@ def cluster_slots(K: int = 5, M: int = 5, size: int = 10, draws: int = 20_000, s
     :math:`\mathrm{size}^K/\binom{M\,\mathrm{size}}{K}` when K = M) and under the authors' slot rule (K slots
     drawn i.i.d. over the clusters: :math:`K!/K^K` when K = M and no cluster is full); and both by Monte Carlo
     through ``flkit.sample.hics_draw``, with standard errors. Clustered sampling: 1."""
-    from flkit import sample
-    from flkit.seeding import rng
     if K != M or size < K:
         raise ValueError("the exact forms here need K = M clusters of at least K clients")
     exact_paper = Fraction(size ** K, math.comb(M * size, K))

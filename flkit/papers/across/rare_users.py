@@ -47,8 +47,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import aggregate, participation
-from flkit.papers import claims
+from flkit import aggregate, fl, participation
+from flkit.objectives import cvar_objective
+from flkit.papers import claims, cvar
+from flkit.papers.cvar import RARE_CLASSES
+from flkit.results import Store, book_store, config_key, sweep_batched
+from flkit.seeding import resolve_device
+from flkit.tasks import EngineTask
 
 __all__ = ["PAGE", "RULES", "LABELS", "COLORS", "PROFILES", "settings", "run_configs", "aggregator", "ram_mask",
            "build_task", "run_batch", "store_for", "sweep", "stored", "final_accuracies", "paired", "summary", "summary_wide",
@@ -92,7 +97,6 @@ def settings(profile: str = "smoke", *, seeds=None, rounds=None, r=None, rules=N
     (``cvar.settings("mnist", ...)``: model, local training, RAM draw ``random-draw``, split, evaluation every 10
     rounds) with this profile's r values (``settings``), seeds and rounds, and the rules compared. Overrides: None
     keeps the profile's. Bad input: one ValueError, before any work."""
-    from flkit.papers import cvar
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r} is not one of {sorted(PROFILES)}")
     p = dict(PROFILES[profile])
@@ -112,7 +116,6 @@ def settings(profile: str = "smoke", *, seeds=None, rounds=None, r=None, rules=N
 def _base(s: Mapping) -> list[dict]:
     """The chapter's FedAvg run configs of settings `s` (one per r and seed): the fields of the data, the
     split, the RAM and the local training."""
-    from flkit.papers import cvar
     return [c for c in cvar.run_configs(s) if c["method"] == "fedavg"]
 
 
@@ -165,9 +168,6 @@ def build_task(configs: Sequence[Mapping], device="cpu", log=print):
     """(the ``EngineTask`` of a batch of runs, its data): the chapter's data and each seed's split
     (``cvar.prepare``), the chapter's model and local training (the CVaR objective with the run's alpha and
     gamma as constants, FastSGD), one split per seed (``split_by="seed"``) and the chapter's minibatch stream."""
-    from flkit.papers import cvar
-    from flkit.objectives import cvar_objective
-    from flkit.tasks import EngineTask
     by_seed = {}
     for c in configs:
         by_seed.setdefault(c["seed"], c)
@@ -192,9 +192,6 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
     participation probabilities the server knows are rho (read by "known rho" only). checkpoint_dir: where the
     mid-run state is kept (resumed by a later call with the same configs); raises :class:`Deadline` when it
     stopped early."""
-    from flkit import fl
-    from flkit.results import config_key
-    from flkit.seeding import resolve_device
     configs = [dict(c) for c in configs]
     if not configs:
         raise ValueError("no configs to run")
@@ -266,7 +263,6 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir: str 
 def store_for(s: Mapping, root=None):
     """The page's results store: results/across/rare_users/ (smoke: results/tmp/across/rare_users, git-ignored);
     `root` replaces results/across."""
-    from flkit.results import Store, book_store
     if root is not None:
         return Store(Path(root) / "rare_users")
     if s["page_profile"] == "smoke":
@@ -278,8 +274,6 @@ def sweep(s: Mapping, *, root=None, device="auto", deadline: float | None = None
           compute_missing: bool = True) -> pd.DataFrame:
     """Every run of settings `s`: stored ones are read, missing ones computed (one computation per r) and stored.
     Returns the joined tidy table (config fields as columns)."""
-    from flkit.results import sweep_batched
-    from flkit.seeding import resolve_device
     store = store_for(s, root)
     configs = run_configs(s)
     missing = [c for c in configs if not store.done(c)]
@@ -322,7 +316,6 @@ def _quantity(acc: pd.DataFrame, q) -> pd.DataFrame:
 
 
 def _rare(r: float) -> tuple:
-    from flkit.papers.cvar import RARE_CLASSES
     return RARE_CLASSES[round(float(r), 6)]
 
 
@@ -389,8 +382,6 @@ def chapter_check(df: pd.DataFrame, s: Mapping, last_frac: float = 0.1) -> pd.Da
     as the RAM draws, minibatch streams and constant steps do not depend on T), per r and quantity: both means,
     the paired difference (this page's minus the chapter's) with two standard errors, and the devices that
     computed each. Empty when the chapter has no stored runs at this setting."""
-    from flkit.papers import cvar
-    from flkit.results import config_key
     rows = []
     ch = cvar.settings("mnist", "paper", ram="random-draw", settings=s["settings"], seeds=s["seeds"],
                        cells=s["cells"]) if s["page_profile"] != "smoke" else None

@@ -37,7 +37,18 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from flkit.papers import claims, settings
+from flkit import plots
+from flkit.papers import claims, mifa, scales, settings
+from flkit.papers.across import ITEM
+from flkit.papers.cvar import diagnosis
+from flkit.papers.cvar import experiments as ex
+from flkit.papers.cvar.diagnosis import STEP_FACTOR
+from flkit.papers.cvar.report import RARE_CLASSES, final_accuracies
+from flkit.papers.fedau import table as tb
+from flkit.papers.hics import diagnosis as G
+from flkit.papers.hics import entropy as E
+from flkit.papers.hics import experiments as X
+from flkit.papers.verdicts import DOCUMENT_SCALE, page_verdicts
 
 __all__ = ["PROFILES", "profile", "CLAIMS", "claim_scale", "scale_parts", "paired", "select_runs",
            "CVAR_ALPHAS", "cvar_select", "cvar_runs", "cvar_gains", "cvar_checks", "plot_cvar",
@@ -83,17 +94,16 @@ def profile(name: str, seeds: Sequence[int] | None = None, **overrides) -> dict:
 
 def claim_scale(claim: str, profile_name: str = "paper") -> str:
     """The scale of one claim's checks: the departures of the page whose stored runs it reads
-    (:func:`flkit.papers.scorecard.page_scale` with that page's published parameters), and, under the smoke
+    (:func:`flkit.papers.scales.page_scale` with that page's published parameters), and, under the smoke
     profile, that only a subset of them is read."""
-    from flkit.papers import scorecard
     if claim not in CLAIMS:
         raise ValueError(f"unknown claim {claim!r}; choose one of {sorted(CLAIMS)}")
     page, params = CLAIMS[claim]
-    parts = [p for p in scorecard.page_scale(page, params).split("; ")
-             if p != scorecard.DOCUMENT_SCALE and not any(w in p for w in _NOT_READ.get(claim, ()))]
+    parts = [p for p in scales.page_scale(page, params).split("; ")
+             if p != DOCUMENT_SCALE and not any(w in p for w in _NOT_READ.get(claim, ()))]
     if profile_name != "paper":
         parts.append(f"reduced: the '{profile_name}' profile (a subset of the stored runs)")
-    return "; ".join(dict.fromkeys(parts)) or scorecard.DOCUMENT_SCALE
+    return "; ".join(dict.fromkeys(parts)) or DOCUMENT_SCALE
 
 
 def scale_parts(params: Mapping) -> list[str]:
@@ -146,7 +156,6 @@ def cvar_select(configs: Iterable[Mapping]) -> tuple[list[dict], list[dict]]:
     Fed-CVaR-Avg at alpha = gamma in :data:`CVAR_ALPHAS`. The reference: FedAvg with ``lr_theta`` multiplied by
     :data:`flkit.papers.cvar.diagnosis.STEP_FACTOR` (a diagnosis run, not a point of the curve). Runs with the
     authors' input scaling (a different variant) are in neither."""
-    from flkit.papers.cvar import diagnosis, experiments as ex
     doc = ex.PAPER["mnist"]
     curve, step = [], []
     for c in configs:
@@ -184,8 +193,6 @@ def cvar_gains(df: pd.DataFrame, step: pd.DataFrame | None = None, last_frac: fl
     FedAvg (``b``) on the seeds both have, the paired difference, its s.e., two s.e. and the verdict of "above
     FedAvg" (``check``). Rows with alpha = 1 and ``method`` "fedavg, 2.63x step": the larger-step FedAvg against
     FedAvg (`step`)."""
-    from flkit.papers.cvar.diagnosis import STEP_FACTOR
-    from flkit.papers.cvar.report import RARE_CLASSES, final_accuracies
     cols = ["r", "alpha", "method", "quantity", "seeds", "a", "b", "difference", "se", "two_se", "verdict", "check"]
     if df is None or df.empty:
         return pd.DataFrame(columns=cols)
@@ -223,7 +230,6 @@ def plot_cvar(gains: pd.DataFrame, title: str, axes=None):
     """One panel per r: the paired difference to FedAvg (points, mean +- 2 s.e. over seeds) of each rare class
     and of the overall accuracy against alpha = gamma (log scale; 1 is FedAvg itself, 0 by definition); the
     larger-step FedAvg as a marked point at alpha = 1."""
-    from flkit import plots
     rs = sorted(set(gains["r"]), reverse=True) if len(gains) else [0.9]
     if axes is None:
         axes = plots.figure(1, len(rs), width=7.0, row_height=3.0, sharey=True)[1][0]
@@ -262,7 +268,6 @@ HICS_VARIANTS = ("paper", "T/2", "gamma0 = 0")
 
 
 def _hics_labels() -> dict[str, str]:
-    from flkit.papers.hics import diagnosis as G, entropy as E
     T, g0 = E.HICS["T"], E.HICS["gamma0"]
     out = {}
     for v in HICS_VARIANTS:
@@ -277,7 +282,6 @@ def hics_runs(store, seeds=None) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     variants of :data:`HICS_VARIANTS`, the rounds): the FMNIST page's published profile ("reduced"), its jobs
     (:func:`flkit.papers.hics.experiments.jobs`, :func:`flkit.papers.hics.diagnosis.jobs`), those stored in
     `store` (``results/hics``) and of `seeds`; empty frames when none is."""
-    from flkit.papers.hics import diagnosis as G, experiments as X
     cfg = X.profile(CLAIMS["hics"][1]["profile"])
     main = [j for j in X.jobs(X.profile(CLAIMS["hics"][1]["profile"], settings=[G.SETTING])) if j["group"] == "main"]
     diag = G.jobs(cfg, variants=HICS_VARIANTS)
@@ -295,7 +299,6 @@ def hics_gaps(ref: pd.DataFrame, var: pd.DataFrame, rounds: int) -> pd.DataFrame
     accuracy against CS's, paired by seed (mean difference, s.e., two s.e.), the variant's (T, gamma^0), and the
     check of document 004's "HiCS-FL performs similarly to CS" on the late loss (``claims.close`` within
     ``diagnosis.SIMILAR`` x CS's mean late loss, the diagnosis's tolerance)."""
-    from flkit.papers.hics import diagnosis as G
     cols = ["variant", "setting", "seeds", "late_gap", "late_se", "late_2se", "acc_gap", "acc_2se", "cs_late",
             "threshold", "verdict", "check"]
     if ref is None or ref.empty or var is None or var.empty:
@@ -330,7 +333,6 @@ def hics_checks(gaps: pd.DataFrame, scale: str = "") -> list[claims.Check]:
 def plot_hics(gaps: pd.DataFrame, title: str, axes=None):
     """Two panels, one bar per (T, gamma^0): HiCS-FL's late training loss minus CS's (the band: the tolerance
     of "similar") and its final test accuracy minus CS's, mean +- 2 s.e. of the paired differences."""
-    from flkit import plots
     if axes is None:
         axes = plots.figure(1, 2, width=7.0, row_height=3.0)[1][0]
     x = np.arange(len(gaps))
@@ -362,7 +364,6 @@ def mifa_runs(store, seeds=None) -> dict[float, pd.DataFrame]:
     = 0 the method without momentum) from the logistic page's stored runs on MNIST at its published profile
     (its Figures 4-6 at beta = 0.5 and its beta sweep), for the seeds `seeds` (None: every stored one). A p
     without stored curves is left out."""
-    from flkit.papers import mifa
     cfg = mifa.profile("logistic", CLAIMS["mifa"][1]["profile"])
 
     def keep(c, exp):
@@ -387,7 +388,6 @@ def mifa_effects(tables: Mapping[float, pd.DataFrame]) -> pd.DataFrame:
     """Per p, momentum method and beta > 0 of its grid: log10 of the final gap at beta minus at beta = 0, paired
     by seed (mean, s.e., two s.e.; a diverged run's pair is dropped, ``diverged`` counts them) and the check
     "momentum at beta lowers the final gap" (``claims.compare`` of beta = 0 against beta, on log10)."""
-    from flkit.papers import mifa
     cols = ["p", "method", "beta", "seeds", "diverged", "difference", "se", "two_se", "verdict", "check"]
     rows = []
     for p, tab in tables.items():
@@ -423,8 +423,6 @@ def mifa_checks(effects: pd.DataFrame, scale: str = "") -> list[claims.Check]:
 def plot_mifa(effects: pd.DataFrame, title: str, axes=None):
     """One panel per p: log10 (final gap at beta / final gap at beta = 0), mean +- 2 s.e. over seeds, per momentum
     method against beta (0: the method without momentum; below 0: momentum helps)."""
-    from flkit import plots
-    from flkit.papers import mifa
     ps = sorted(set(effects["p"])) if len(effects) else [None]
     if axes is None:
         axes = plots.figure(1, len(ps), width=7.0, row_height=3.0, sharey=True)[1][0]
@@ -460,7 +458,6 @@ def fedau_tuning(profile_name: str | None = None) -> tuple[dict, dict]:
     """(the step-size study of the FedAU table's published profile, read from the store only:
     :func:`flkit.papers.fedau.table.tune` with ``compute_missing=False``; the profile's settings). A study
     that is not stored raises (the table page stores it)."""
-    from flkit.papers.fedau import table as tb
     s = tb.profile(profile_name or CLAIMS["fedau"][1]["profile"])
     return tb.tune(s, compute_missing=False), s
 
@@ -469,7 +466,6 @@ def fedau_curves(res: Mapping) -> pd.DataFrame:
     """Per tuned method, the validation accuracy (%) over the server step eta at the method's selected local
     step gamma (``kind`` "selected gamma"), and the two marked pairs: the selection and the authors' CIFAR-10
     pair (``kind`` "selected", "authors'"; the authors' pair at its own gamma, NaN when off the grid)."""
-    from flkit.papers.fedau import table as tb
     sc, sel = res["scores"], res["selected"].set_index("method")
     rows = []
     for m in sel.index:
@@ -519,7 +515,6 @@ def fedau_checks(leads: pd.DataFrame, tol: float, scale: str = "") -> list[claim
 def plot_fedau(curves: pd.DataFrame, title: str, ax=None):
     """Validation accuracy (%) against eta (log scale), one line per method at its selected gamma; a star: the
     selected pair; an open circle: the authors' CIFAR-10 pair (at the authors' gamma)."""
-    from flkit import plots
     if ax is None:
         ax = plots.figure(1, 1, width=7.0, row_height=4.2)[1][0, 0]
     cmap = dict(zip(dict.fromkeys(curves["method"]), ("tab:red", "tab:blue", "tab:green", "tab:purple",
@@ -553,9 +548,7 @@ def plot_fedau(curves: pd.DataFrame, title: str, ax=None):
 # ================================================================================================
 def verdicts(checks: Mapping[str, list[claims.Check]]) -> dict[str, str]:
     """{short name: the verdict of its item} (:func:`flkit.papers.scorecard.page_verdicts`, the one rule)."""
-    from flkit.papers import scorecard
-    from flkit.papers.across import ITEM
-    vs = scorecard.page_verdicts("book", {ITEM[k]: v for k, v in checks.items()})
+    vs = page_verdicts("book", {ITEM[k]: v for k, v in checks.items()})
     return {k: vs[ITEM[k]] for k in checks}
 
 
@@ -617,7 +610,6 @@ def mifa_numbers(effects: pd.DataFrame) -> dict:
     page's whole grid (p, momentum method, beta 0.5 and the sweep's), NaN where not stored or diverged; counts
     ``mf_n``, ``mf_ok``, ``mf_bad``, ``mf_nt`` of the checks; ``mf_helps`` / ``mf_hurts``: in words, per p and
     method, the betas where momentum lowers / raises the final gap beyond 2 s.e."""
-    from flkit.papers import mifa
     cfg = mifa.profile("logistic", CLAIMS["mifa"][1]["profile"])
     out = {}
     for p in cfg["p_values"]:

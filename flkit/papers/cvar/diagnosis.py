@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from flkit.papers import claims
+from flkit.papers.cvar.experiments import settings
 from flkit.papers.cvar.report import RARE_CLASSES, final_accuracies
 
 __all__ = ["paired_gains", "strong_risk", "STRONG_RISK", "gain_words", "for_reading", "INPUT_SCALING",
@@ -53,7 +54,6 @@ INPUT_SCALING = dict(input_scaling="authors", seeds=[0, 1, 2])
 def authors_scaling(s: Mapping) -> dict:
     """The settings of the authors'-input-scaling runs beside the page's settings `s` (same profile, RAM,
     rounds, cells and settings of r); the smoke profile keeps its own seeds."""
-    from flkit.papers.cvar.experiments import settings
     extra = dict(INPUT_SCALING, seeds=None if s["profile"] == "smoke" else INPUT_SCALING["seeds"])
     keep = {k: s[k] for k in ("ram", "rounds", "settings", "cells", "train_subset", "test_subset") if k in s}
     return settings(s["experiment"], s["profile"], **keep, **extra)
@@ -132,7 +132,6 @@ def scaling_words(effect: pd.DataFrame, gains_authors: pd.DataFrame, r: float = 
 def strong_risk(s: Mapping) -> dict:
     """The settings of the stronger risk setting beside the page's settings `s` (same profile, RAM, rounds and
     inputs); the smoke profile keeps its own seeds."""
-    from flkit.papers.cvar.experiments import settings
     extra = dict(STRONG_RISK, seeds=None if s["profile"] == "smoke" else STRONG_RISK["seeds"])
     keep = {k: s[k] for k in ("ram", "rounds", "input_scaling", "train_subset", "test_subset") if k in s}
     return settings(s["experiment"], s["profile"], **keep, **extra)
@@ -149,7 +148,6 @@ def larger_step(s: Mapping) -> dict:
     """The settings of FedAvg with its step `lr_theta` multiplied by `STEP_FACTOR`, beside the page's settings `s`
     (same profile, RAM, rounds and inputs; risk-neutral cells only, so FedAvg's runs alone); the smoke profile
     keeps its own seeds."""
-    from flkit.papers.cvar.experiments import settings
     extra = dict(LARGER_STEP, seeds=None if s["profile"] == "smoke" else LARGER_STEP["seeds"])
     keep = {k: s[k] for k in ("ram", "rounds", "input_scaling", "train_subset", "test_subset") if k in s}
     return settings(s["experiment"], s["profile"], lr_theta=s["lr_theta"] * STEP_FACTOR, **keep, **extra)

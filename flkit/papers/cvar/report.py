@@ -9,7 +9,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit.papers.cvar.experiments import blobs_split, build_model, method_of, params_from_table
+from flkit import plots
+from flkit.engine import grouped_forward
+from flkit.papers import claims, verdicts
+from flkit.papers.claims import se
+from flkit.papers.cvar.experiments import (PAPER, blobs_split, build_model, method_of, params_from_table,
+                                           variant_of)
+from flkit.plots import curves, reference_table
 
 # Table 1 of the document (FashionMNIST), copied from the seed text: for each gamma, then each alpha in
 # (1.0, 0.3, 0.2, 0.1): (overall, pattern 1, pattern 2) as (mean, +-). tests/test_cvar.py re-reads the
@@ -78,7 +84,6 @@ def table1_ours(df: pd.DataFrame) -> pd.DataFrame:
 def table1_compare(ours: pd.DataFrame) -> pd.DataFrame:
     """Document vs ours, cell by cell: gamma, alpha, quantity, document (mean), document sd, ours
     (mean over seeds), ours sd (ddof=1), n (seeds), difference = ours - document."""
-    from flkit.plots import reference_table
     ref = table1_reference().rename(columns={"sd": "document sd"})
     out = reference_table(ours, ref, on=["gamma", "alpha", "quantity"], value="value")
     cols = ["gamma", "alpha", "quantity", "document", "document sd", "ours", "ours sd", "n", "difference"]
@@ -122,7 +127,6 @@ def table1_long(cmp: pd.DataFrame, decimals: int = 2) -> pd.DataFrame:
 def table1_figure(cmp: pd.DataFrame, title: str = ""):
     """Table 1 as heat maps, rows overall and pattern 2, columns the document's and ours, one colour scale per
     row; each cell labelled with its accuracy (%), "n/a" where we have no run of it."""
-    from flkit import plots
     fig, grid = plots.figure(2, 2, row_height=2.8)
     for row, q in enumerate(["overall", "pattern 2"]):
         sel = cmp[cmp["quantity"] == q]
@@ -150,7 +154,6 @@ def table1_figure(cmp: pd.DataFrame, title: str = ""):
 def _paired(what: str, a: np.ndarray, b: np.ndarray):
     """The claim "a > b" on per-seed values (the book's rule, `flkit.papers.claims.compare`); with fewer
     than two paired seeds, the sign of the difference of the means (stated in the rule)."""
-    from flkit.papers import claims
     ok = np.isfinite(a) & np.isfinite(b)
     if ok.sum() >= 2:
         return claims.compare(what, a[ok], b[ok])
@@ -170,8 +173,6 @@ def _combine(checks) -> tuple[str, str]:
 def _at_horizon(check, rounds: int | None):
     """`check` of a Table 1 reading measured on runs of `rounds` rounds: not testable at this scale when they stop
     before the document's horizon (`claims.horizon`; the numbers kept beside it)."""
-    from flkit.papers import claims
-    from flkit.papers.cvar.experiments import PAPER
     return claims.horizon(check, rounds, PAPER["fmnist"]["rounds"])
 
 
@@ -252,7 +253,6 @@ def confirm_mnist(df: pd.DataFrame, last_frac: float = 0.1) -> pd.DataFrame:
     accuracy, "better overall" on the paired per-seed values
     (`claims.compare`: `difference` the mean paired difference, `two_se` two standard errors of it, `paired`
     the verdict, `check` the claims.Check; `confirmed` when it is "confirmed")."""
-    from flkit.papers import claims
     acc = final_accuracies(df, last_frac)
     rows = []
     for r, c, fig, doc_from in MNIST_CLAIMS:
@@ -350,14 +350,12 @@ def mnist_slopes(df: pd.DataFrame, last_frac: float = 0.25) -> pd.DataFrame:
     "still rising": the mean slope exceeds 2 standard errors (the book's rule for a difference); `verdict` and
     `check`: the claim "no longer rising" (`claims.not_rising`: not testable at this scale when the slope is
     inside two standard errors of zero)."""
-    from flkit.papers.claims import se
     per = run_slopes(df, last_frac)
     out = per.groupby(["figure", "r", "quantity", "method"], sort=False)["slope"].agg(
         slope="mean", se=se, seeds="size").reset_index()
     # a flat curve's least-squares slope is floating-point noise (~1e-13), its se as small: 1e-6 pp per 1000
     # rounds is the floor below which a slope counts as zero
     out["still_rising"] = out["slope"] > np.maximum(2 * out["se"], 1e-6)
-    from flkit.papers import claims
     checks = []
     for r in out.itertuples():
         sel = per[(per["figure"] == r.figure) & (per["method"] == r.method) & (per["quantity"] == r.quantity)]
@@ -394,7 +392,6 @@ def scorecard_table1(ours: pd.DataFrame, rounds: int | None = None) -> dict[str,
     `confirm_table1`, unchanged). `rounds`: the runs' horizon; when it is shorter than the document's (6000),
     every check is "not testable at this scale", its numbers kept beside it (`claims.horizon`): the document
     reads Table 1 after its last round."""
-    from flkit.papers import claims
     ref = table1_reference()
     out: dict[str, list] = {}
     for r in ref.itertuples():
@@ -543,14 +540,13 @@ def table1_item_verdicts(checks: Mapping[str, list]) -> str:
     """The scorecard's verdict (`scorecard.verdict`, the book's one rule) on each item the page's `checks` are
     filed under: the verdicts with their counts in words, e.g. "not reproduced (61 of 65 items)". The scale of
     the runs and the runs still owed at the document's scale are stated beside it, never folded into it."""
-    from flkit.papers import scorecard
-    known = {it.id: it for it in scorecard.items("003")}
+    known = {it.id: it for it in verdicts.items("003")}
     unknown = sorted(set(checks) - set(known))
     if unknown:
         raise ValueError(f"item id(s) {unknown} are not in flkit/papers/items/003.yaml")
     got = []
     for item, cs in checks.items():
-        got.append(scorecard.verdict(known[item], pd.DataFrame(scorecard.rows("003", {item: cs}))))
+        got.append(verdicts.verdict(known[item], pd.DataFrame(verdicts.rows("003", {item: cs}))))
     n = pd.Series(got).value_counts()
     return in_words(f"{v} ({k} of {len(got)} items)" for v, k in n.items())
 
@@ -579,7 +575,6 @@ def scorecard_mnist(check: pd.DataFrame, final: pd.DataFrame | None = None,
     `slopes` (`mnist_slopes`): under `MNIST_HORIZON_ITEM`, one `claims.not_rising` per curve: "no longer rising
     at the last round" is confirmed only when the mean slope over the last 25 % of the rounds is below zero by
     more than 2 se over seeds, contradicted when above zero by more than 2 se, else not testable at this scale."""
-    from flkit.papers import claims
     out = _mnist_holds(check, "last 10 % of the rounds")
     if final is not None:
         for k, v in _mnist_holds(final, "final round").items():
@@ -597,7 +592,6 @@ def scorecard_fig2(check: pd.DataFrame) -> dict[str, list]:
     panel, one model variant) as two `claims.holds`, its two criteria unchanged: FedAvg fails on the
     least available user's pattern(s) (final test accuracy on them < 50 %, mean over seeds), Fed-CVaR-Avg
     classifies every pattern (> 90 % on each class)."""
-    from flkit.papers import claims
     out: dict[str, list] = {}
     for r in check.itertuples():
         who = f"{r.model}, {r.seeds} seed{'s' if r.seeds > 1 else ''}"
@@ -622,7 +616,6 @@ def curve_panel(ax, df: pd.DataFrame, metric: str, cls: int | None = None, smoot
                 scale: float = 1.0, title: str = ""):
     """Learning curves of FedAvg and Fed-CVaR-Avg on `ax`: each run raw (faint), and the mean over seeds
     of the EMA-smoothed runs (`flkit.plots.smooth_ema`, weight `smooth` per evaluation) with a +-1 sd band."""
-    from flkit.plots import curves
     sel = df[df["metric"] == metric]
     if cls is not None:
         sel = sel[sel["class"] == cls]
@@ -642,7 +635,6 @@ def decision_regions(ax, model: torch.nn.Module, params: Mapping[str, torch.Tens
                      y: torch.Tensor, step: float = 0.02, cmap: str = "viridis"):
     """Decision regions of one model (params stacked with M = 1) on a `step` grid (the authors' 0.02),
     with the points (x: test set, coloured by class)."""
-    from flkit.engine import grouped_forward
     X, y = X.cpu(), y.cpu()
     lo, hi = X.min(0).values - 0.5, X.max(0).values + 0.5
     gx, gy = torch.meshgrid(torch.arange(lo[0], hi[0], step), torch.arange(lo[1], hi[1], step), indexing="xy")
@@ -666,7 +658,6 @@ def fig2(df: pd.DataFrame, authors_model: bool = False, seed: int = 0, title: st
     """Fig. 2 layout: one row per panel, Left FedAvg (alpha = 1) | Center RAM distribution | Right
     Fed-CVaR-Avg (alpha = 0.1, gamma = 0.1): decision regions of the final global model of run `seed`
     over all the panel's points (train and test), coloured by class."""
-    from flkit import plots
     sub = df[(df["authors_model"] == authors_model) & (df["seed"] == seed)]
     panels = sorted(sub["panel"].unique())
     fig, axes = plots.figure(len(panels), 3, row_height=2.6, gridspec_kw={"width_ratios": [1, 0.8, 1]})
@@ -742,7 +733,6 @@ def cause_accuracy(df: pd.DataFrame) -> pd.DataFrame:
     """Fig. 2, the model variants of `experiments.CAUSES` (the `causes` runs): per run, the final test
     accuracy (%) on the panel's rare class(es) (mean over them) and on the worst class. Columns: panel,
     variant, method, seed, rare, worst."""
-    from flkit.papers.cvar.experiments import variant_of
     fin = df[(df["metric"] == "test_acc_class") & (df["round"] == df["rounds"])]
     rows = []
     for (panel, key), run in fin.groupby(["panel", "run_key"]):
@@ -773,7 +763,6 @@ def scorecard_causes(df: pd.DataFrame, single=("zero-init", "double-softmax"),
     for each variant of `single`, FedAvg's rare-class final accuracy below 50 % (mean
     over seeds, `claims.holds`), and paired over the seeds both have, `against` (our model) above the
     variant on it (`claims.compare`: the variant lowers FedAvg's rare-class accuracy)."""
-    from flkit.papers import claims
     acc = cause_accuracy(df)
     acc = acc[acc["method"] == "fedavg"]
     out: dict[str, list] = {}
@@ -829,7 +818,6 @@ def causes_reading(df: pd.DataFrame, method: str) -> str:
 def mnist_figure(df: pd.DataFrame, pattern_frac: float, smooth: float = 0.9, title: str = ""):
     """Fig. 3 (r = 0.9: t, overall accuracy, rare class 9) or Fig. 4 (r = 0.8: t, overall, classes 8
     and 9) of the document: FedAvg vs Fed-CVaR-Avg, raw runs faint, EMA-smoothed mean +- sd over seeds."""
-    from flkit import plots
     sub = df[df["pattern_frac"] == pattern_frac]
     rare = RARE_CLASSES[pattern_frac]
     n = 2 + len(rare)

@@ -57,6 +57,7 @@ from flkit.fl import Runs
 from flkit.papers import claims
 from flkit.partition import Partition
 from flkit.papers.hics import entropy as E
+from flkit.papers.hics.experiments import DROPOUT_STREAM, batch_clients
 from flkit.seeding import rng
 from flkit.tasks import EngineTask
 
@@ -122,7 +123,6 @@ def fig6_task(data, part: Partition, cfg: dict) -> EngineTask:
     statistics and dropout masks from each client's own stream, as the training page's CNN; its clients train
     together on a GPU and one at a time on a CPU (:func:`flkit.papers.hics.experiments.batch_clients`), with the
     same numbers up to rounding."""
-    from flkit.papers.hics.experiments import DROPOUT_STREAM, batch_clients
     mean, std = E.NORM
     model = MODELS[cfg["model"]]().to(data.x_train.device)
     fast = engine.supports_grouped(model)

@@ -40,7 +40,7 @@ FedProx (:math:`\mu` = 0.1, appendix 6.1.2) with Adam (torch's defaults, fresh m
 :math:`\eta` = 0.001, R = 2, B = 64; CIFAR-10: N = 50 in five groups of 10, K = 10 (20%), 500 rounds, the
 alpha lists (1)-(3) of :data:`flkit.papers.hics.entropy.CIFAR10`, :math:`\gamma^0` = 4; CIFAR-100: N = 100 in
 five groups of 20, K = 20, 1000 rounds, lists (1)-(2) of :data:`~flkit.papers.hics.entropy.CIFAR100` (the
-document has two), :math:`\gamma^0` = 2; both: T = 0.0015 (:data:`flkit.papers.hics.theory.CIFAR_T`),
+document has two), :math:`\gamma^0` = 2; both: T = 0.0015 (:data:`flkit.papers.hics.entropy.CIFAR_T`),
 :math:`\lambda` = 0.1, M = K, pow-d with d = N, DivFL ideal; the document's CNN of three 3x3 convolutions
 and two linear layers (:func:`flkit.models.hics_cifar10`, :func:`~flkit.models.hics_cifar100`); inputs
 normalised with the code's CIFAR-10 statistics (``flkit.datasets.PAPER_STATS[("hics", "cifar10")]``; the
@@ -74,7 +74,7 @@ import torch
 from flkit import aggregate, datasets, fl, models, results, sample
 from flkit.papers import claims, settings
 from flkit.papers.hics import entropy as E
-from flkit.papers.hics.theory import CIFAR_T
+from flkit.papers.hics.entropy import CIFAR_T
 from flkit.tasks import EngineTask
 
 __all__ = ["METHODS", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "DOC_TABLE1_CIFAR", "TABLE1_SETTING", "SG", "DATASETS",

@@ -56,7 +56,7 @@ __all__ = [
     "FIGS_11_12", "SCORECARD", "scorecard_checks",
 ]
 
-CIFAR_T = 0.0015        # appendix 6.1.2: the temperature of the CIFAR experiments (Figs. 11-12 use CIFAR-10)
+CIFAR_T = E.CIFAR_T     # appendix 6.1.2 (kept in flkit.papers.hics.entropy, which every page of the chapter reads)
 
 # ------------------------------------------------------------------------------------------ settings
 _QUAD = dict(classes=10, alphas=(0.001, 0.002, 0.005, 0.01, 0.5), mu=1.0, L=1.0, scale=1.0, temperature=1.0,
