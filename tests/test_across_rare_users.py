@@ -222,3 +222,13 @@ def test_chapter_check_reads_the_chapters_runs_up_to_this_pages_round():
     shifted = fake.assign(value=fake["value"] + 0.01 * (fake["method"] == "fedavg"))
     moved = RU.chapter_check(shifted, s)
     assert moved.loc[moved["method"] == "FedAvg", "difference"].round(6).eq(1.0).all()
+
+
+@pytest.mark.parametrize("profile", sorted(RU.PROFILES))
+def test_every_profiles_scale_is_a_valid_scale(profile):
+    """The page's scale, joined from scale_of's parts, must read as one scale of the book's vocabulary (a '; '
+    inside a part once split it into a part without its kind, and the page refused to publish)."""
+    from flkit.papers import verdicts
+    parts = RU.scale_of({"profile": profile})
+    kind = verdicts.scale_kind("; ".join(parts) if parts else verdicts.DOCUMENT_SCALE)
+    assert kind == (verdicts.DOCUMENT_SCALE if profile == "paper" else "reduced")

@@ -587,9 +587,9 @@ def scale_of(parameters: Mapping) -> list[str]:
     if s["rounds"] != p["rounds"]:
         out.append(f"reduced: rounds {s['rounds']} (document: {p['rounds']})")
     if len(s["seeds"]) != len(p["seeds"]):
-        out.append(f"reduced: seeds {len(s['seeds'])} (document's setting: {len(p['seeds'])})")
+        out.append(f"reduced: seeds {len(s['seeds'])} (document: {len(p['seeds'])})")
     if s["settings"] != p["settings"]:
-        out.append("reduced: Fig. 3's split only (r = 90 %; Fig. 4's r = 80 % not run)" if s["settings"] == [0.9]
+        out.append("reduced: Fig. 3's split only (r = 90 %, Fig. 4's r = 80 % not run)" if s["settings"] == [0.9]
                    else f"reduced: r in {s['settings']} (document: {p['settings']})")
     for k, name in (("train_subset", "training images"), ("test_subset", "test images")):
         if s[k] != p[k]:
