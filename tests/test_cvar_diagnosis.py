@@ -325,6 +325,7 @@ def test_horizon_figure_draws_one_line_per_run_and_the_pages_horizon(tmp_path):
     ax = fig.axes[0]
     runs = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 2]
     vertical = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 2 and ln.get_xdata()[0] == ln.get_xdata()[1]]
-    assert len(runs) == 4 and [ln.get_xdata()[0] for ln in vertical] == [4000]
-    assert runs[0].get_ydata() == pytest.approx([40.0] * 81)
+    assert len(runs) == 8 and [ln.get_xdata()[0] for ln in vertical] == [4000]   # each run: evaluations and EMA
+    assert all(ln.get_ydata() == pytest.approx([40.0] * 81) for ln in runs)      # a constant run's EMA is itself
+    assert len([ln for ln in runs if not ln.get_label().startswith("_")]) == 4
     plt.close(fig)

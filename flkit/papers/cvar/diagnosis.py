@@ -417,9 +417,10 @@ def horizon_words(effect: pd.DataFrame, checks: list, planned: int = 3, r: float
     return out
 
 
-def horizon_figure(df: pd.DataFrame, r: float = 0.9, title: str = ""):
+def horizon_figure(df: pd.DataFrame, r: float = 0.9, smooth: float = 0.9, title: str = ""):
     """The long-horizon runs (`horizon_runs`): test accuracy (%) on the rare class(es) of `r` over the rounds,
-    both methods, one line per seed (raw evaluations), a vertical line at the page's horizon (half the runs')."""
+    both methods, one line per seed: its evaluations faint, and their EMA (`flkit.plots.smooth_ema`, weight
+    `smooth` per evaluation, as the page's other curves); a vertical line at the page's horizon (half the runs')."""
     from flkit import plots
     from flkit.papers.cvar.report import METHOD_COLORS, legend_below
     sub = df[(df["pattern_frac"] == r) & (df["metric"] == "test_acc_class")]
@@ -430,12 +431,16 @@ def horizon_figure(df: pd.DataFrame, r: float = 0.9, title: str = ""):
     styles = ["-", "--", ":", "-."]
     for ax, c in zip(axes, rare):
         for (method, seed), run in sub[sub["class"] == c].groupby(["method", "seed"]):
-            ax.plot(run["round"], 100 * run["value"], color=METHOD_COLORS[method], lw=0.7, alpha=0.8,
-                    ls=styles[int(seed) % len(styles)], label=f"{METHOD_LABELS[method]}, seed {int(seed)}")
+            run = run.sort_values("round")
+            ls = styles[int(seed) % len(styles)]
+            ax.plot(run["round"], 100 * run["value"], color=METHOD_COLORS[method], lw=0.5, alpha=0.2, ls=ls)
+            ax.plot(run["round"], 100 * plots.smooth_ema(run["value"].to_numpy(float), smooth),
+                    color=METHOD_COLORS[method], lw=1.2, ls=ls, label=f"{METHOD_LABELS[method]}, seed {int(seed)}")
         ax.axvline(T // LONG_HORIZON["factor"], color="k", lw=0.8, ls=":")
         ax.set_ylim(0, 100)
         ax.set_xlabel("round")
-        ax.set_title(f"test accuracy, rare class {c} (%); dotted: round {T // LONG_HORIZON['factor']}")
+        ax.set_title(f"test accuracy, rare class {c} (%): faint each evaluation, bold its EMA; dotted: round "
+                     f"{T // LONG_HORIZON['factor']}")
     legend_below(fig, axes)
     fig.suptitle(title, fontsize=9.5)
     return fig
