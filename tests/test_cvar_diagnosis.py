@@ -159,3 +159,173 @@ def test_scaling_by_seed_shows_each_settings_own_rare_classes():
     assert sorted(set(out.loc[0.9].index.get_level_values("quantity"))) == ["class 9", "overall"]
     assert sorted(set(out.loc[0.8].index.get_level_values("quantity"))) == ["class 8", "class 9", "overall"]
     assert out.loc[(0.9, "class 9", 0), ("Fed-CVaR-Avg", "authors'")] == pytest.approx(70.0)
+
+
+# ------------------------------------------------------------------------------------- the long horizon
+def _long_configs():
+    from flkit.papers import cvar
+    return cvar.run_configs(diagnosis.long_horizon(cvar.settings("mnist", "paper")))
+
+
+def _long_table(base9: float, per_1000: float, rounds: int = 8000, every: int = 100) -> pd.DataFrame:
+    """A made-up run: class-9 accuracy base9 + per_1000 * round / 1000 (a straight line, so the mean over a
+    window is its value at the window's middle round), every other class 0.95, overall 0.9 + 0.001 * round / 1000."""
+    rows = []
+    for rnd in range(0, rounds + 1, every):
+        rows.append(dict(round=rnd, metric="test_acc", value=0.9 + 1e-6 * rnd, **{"class": -1}))
+        rows += [dict(round=rnd, metric="test_acc_class", value=base9 + per_1000 * rnd / 1000 if c == 9 else 0.95,
+                      **{"class": c}) for c in range(10)]
+    return pd.DataFrame(rows)
+
+
+def _long_store(tmp_path, lines: dict[tuple[str, int], tuple[float, float]]):
+    """A Store with the long-horizon runs of `lines` ((method, seed) -> (base9, per_1000)) and a decoy: the
+    page's 4000-round FedAvg run of seed 0 (a different config), which must not be read."""
+    from flkit.papers import cvar
+    from flkit.results import Store
+    store = Store(tmp_path / "mnist")
+    by = {(c["method"], c["seed"]): c for c in _long_configs()}
+    for (method, seed), (b, k) in lines.items():
+        c = by.get((method, seed)) or dict(by[(method, 0)], seed=seed)
+        store.save(c, _long_table(b, k))
+    page = [c for c in cvar.run_configs(cvar.settings("mnist", "paper")) if c["seed"] == 0 and c["method"] == "fedavg"]
+    store.save(page[0], _long_table(0.99, 0.0, rounds=4000))
+    return store
+
+
+def test_long_horizon_settings_are_the_ledgers_runs():
+    """The paper profile's long-horizon runs are exactly those the ledger item cvar-mnist-horizon computes
+    (the same store keys), Fig. 3's setting only, FedAvg and Fed-CVaR-Avg at alpha = gamma = 0.3, 8000 rounds."""
+    from flkit import owed
+    from flkit.papers import cvar
+    from flkit.results import config_key
+    item = next(i for i in owed.ITEMS if i.id == "cvar-mnist-horizon")
+    assert "--rounds 8000" in item.command and "settings=[0.9]" in item.command and "--seeds 0 1 2" in item.command
+    ledger = cvar.run_configs(cvar.settings("mnist", "paper", ram="random-draw", settings=[0.9], seeds=[0, 1, 2],
+                                            rounds=8000))
+    configs = _long_configs()
+    assert sorted(map(config_key, configs)) == sorted(map(config_key, ledger))
+    assert {(c["method"], c["alpha"], c["rounds"], c["pattern_frac"]) for c in configs} == {
+        ("fedavg", 1.0, 8000, 0.9), ("fed-cvar-avg", 0.3, 8000, 0.9)}
+    assert sorted({c["seed"] for c in configs}) == [0, 1, 2]
+
+
+def test_horizon_effect_reads_both_windows_of_the_same_run(tmp_path):
+    """Windows of the last 10 %: rounds 3600-4000 and 7200-8000 (every 100 rounds here), whose means on a
+    straight line are its values at rounds 3800 and 7600; seed 2 has FedAvg only and is left out; the page's
+    4000-round run of seed 0 is not read."""
+    store = _long_store(tmp_path, {("fedavg", 0): (0.40, 0.005), ("fed-cvar-avg", 0): (0.45, 0.010),
+                                   ("fedavg", 1): (0.50, 0.000), ("fed-cvar-avg", 1): (0.48, 0.020),
+                                   ("fedavg", 2): (0.40, 0.0)})
+    runs = diagnosis.horizon_runs(store)
+    assert sorted(set(runs["seed"])) == [0, 1] and set(runs["rounds"]) == {8000}
+    out = diagnosis.horizon_effect(store)
+    rare = out[out["quantity"] == "9"].set_index("seed")
+    assert list(rare.index) == [0, 1] and (rare["read_at"] == 4000).all() and (rare["rounds"] == 8000).all()
+    assert rare.loc[0, "fedavg_read"] == pytest.approx(40 + 0.5 * 3.8)
+    assert rare.loc[0, "fedavg_end"] == pytest.approx(40 + 0.5 * 7.6)
+    assert rare.loc[0, "fedavg_change"] == pytest.approx(1.9)
+    assert rare.loc[0, "fed_cvar_avg_read"] == pytest.approx(45 + 3.8)
+    assert rare.loc[0, "fed_cvar_avg_change"] == pytest.approx(3.8)
+    assert rare.loc[1, "fed_cvar_avg_end"] == pytest.approx(48 + 2 * 7.6)
+    assert rare.loc[0, "gain_end"] == pytest.approx((45 + 7.6) - (40 + 3.8))      # paired within seed 0
+    assert rare.loc[1, "gain_end"] == pytest.approx((48 + 15.2) - 50)
+    assert rare.loc[1, "gain_read"] == pytest.approx((48 + 7.6) - 50)
+    overall = out[out["quantity"] == "overall"].set_index("seed")
+    assert overall.loc[0, "fedavg_change"] == pytest.approx(0.1 * 3.8) and len(out) == 4
+    checks = diagnosis.horizon_checks(out)
+    # FedAvg's changes 1.9 and 0: mean 0.95, 2 se 1.9 (inside); Fed-CVaR-Avg's 3.8 and 7.6: mean 5.7 > 2 se 3.8
+    assert [c.verdict for c in checks[:2]] == ["not testable at this scale", "contradicted"]
+    assert checks[1].ours == pytest.approx(5.7) and checks[1].margin == pytest.approx(3.8)
+    gain = checks[2]
+    assert gain.ours == pytest.approx(((45 + 7.6) - (40 + 3.8) + (48 + 15.2) - 50) / 2)
+    w = diagnosis.horizon_words(out, checks)
+    assert w["seeds"] == "2 of 3" and w["fed_end"] == "46.9 %" and w["cv_read"] == "52.2 %"   # (48.8 + 55.6) / 2
+    assert w["cv_change"] == "+5.7 ± 3.8 points" and w["v_cv"] == "contradicted" and w["v_gain"] == gain.verdict
+
+
+def test_horizon_checks_follow_the_slopes_rule_and_the_paired_rule(tmp_path):
+    """FedAvg rising by 0.2 points per 1000 rounds (times 1 + 0.005 seed) in three seeds: changes of 0.76 points
+    from window to window with a tiny spread, still rising: "levelled off" contradicted; Fed-CVaR-Avg flat
+    (changes exactly 0): not testable at this scale; Fed-CVaR-Avg 10 points above FedAvg at the end in every
+    seed: confirmed."""
+    lines = {}
+    for seed in range(3):
+        lines[("fedavg", seed)] = (0.30 + 0.001 * seed, 0.002 + 1e-5 * seed)
+        lines[("fed-cvar-avg", seed)] = (0.30 + 0.001 * seed + 0.1 + 0.0152 + 1e-5 * seed * 7.6, 0.0)
+    out = diagnosis.horizon_effect(_long_store(tmp_path, lines))
+    fed_ch = out.loc[out["quantity"] == "9", "fedavg_change"].to_numpy()
+    assert fed_ch == pytest.approx([0.76 * (1 + 0.005 * s) for s in range(3)])
+    gain = out.loc[out["quantity"] == "9", "gain_end"].to_numpy()
+    assert gain == pytest.approx([10.0] * 3)
+    v = {c.what.split(":")[0] + (" gain" if "above" in c.what else ""): c.verdict for c in diagnosis.horizon_checks(out)}
+    assert list(v.values()) == ["contradicted", "not testable at this scale", "confirmed"]
+    w = diagnosis.horizon_words(out, diagnosis.horizon_checks(out))
+    assert w["seeds"] == "3 of 3" and w["v_fed"] == "contradicted" and w["v_gain"] == "confirmed"
+    assert "levelled off by round 4000: FedAvg contradicted" in w["reading"]
+
+
+def test_one_seed_is_not_testable_and_says_so(tmp_path):
+    store = _long_store(tmp_path, {("fedavg", 0): (0.40, 0.005), ("fed-cvar-avg", 0): (0.45, 0.010)})
+    out = diagnosis.horizon_effect(store)
+    checks = diagnosis.horizon_checks(out)
+    assert len(checks) == 3 and all(c.verdict == "not testable at this scale" for c in checks)
+    assert checks[0].ours == pytest.approx(1.9) and "one seed" in checks[0].rule      # ours: the mean change
+    assert checks[2].ours == pytest.approx((45 + 7.6) - (40 + 3.8)) and checks[2].rule.startswith("needs at least two seeds")
+    w = diagnosis.horizon_words(out, checks)
+    assert w["seeds"] == "1 of 3" and w["fed_change"] == "+1.9 points" and "one seed" in w["reading"]
+    assert "not testable at this scale" in w["reading"] and "from 41.9 % (the window ending at round 4000)" in w["numbers"]
+
+
+def test_no_stored_run_gives_every_key_and_no_check(tmp_path):
+    from flkit.results import Store
+    for store in (Store(tmp_path / "none"), _long_store(tmp_path, {("fedavg", 0): (0.4, 0.0)})):
+        assert diagnosis.horizon_runs(store).empty
+        out = diagnosis.horizon_effect(store)
+        assert out.empty and list(out.columns)[:3] == ["r", "quantity", "seed"]
+        assert diagnosis.horizon_checks(out) == []
+        w = diagnosis.horizon_words(out, [])
+        full = diagnosis.horizon_words(*(lambda e: (e, diagnosis.horizon_checks(e)))(diagnosis.horizon_effect(
+            _long_store(tmp_path / "full", {("fedavg", 0): (0.4, 0.0), ("fed-cvar-avg", 0): (0.4, 0.0)}))))
+        assert set(w) == set(full) and w["seeds"] == "0 of 3" and "still to run" in w["reading"]
+    with pytest.raises(ValueError, match="last_frac"):
+        diagnosis.horizon_effect(Store(tmp_path / "none"), last_frac=0)
+
+
+def test_every_glue_key_of_the_horizon_paragraph_exists_on_the_empty_path():
+    import json
+    import re
+    from pathlib import Path
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks/cvar/mnist.ipynb").read_text())
+    md = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    used = {m for m in re.findall(r"\{glue:text\}`(hz_[^`]+)`", md)}
+    have = {f"hz_{k}" for k in diagnosis.horizon_words(diagnosis.horizon_effect(None, df=pd.DataFrame()), [])}
+    assert used and not (used - have), sorted(used - have)
+
+
+def test_horizon_checks_are_filed_under_the_4000_round_item(tmp_path):
+    from flkit.papers import cvar, scorecard
+    lines = {(m, seed): (0.4 + 0.01 * seed + (0.05 if m != "fedavg" else 0), 0.001 * (seed + 1))
+             for m in ("fedavg", "fed-cvar-avg") for seed in range(3)}
+    hz = diagnosis.horizon_checks(diagnosis.horizon_effect(_long_store(tmp_path, lines)))
+    base = cvar.scorecard_mnist(cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.5, 0.52, 0.48])))
+    got = cvar.scorecard_mnist(cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.5, 0.52, 0.48])), horizon=hz)
+    assert got[cvar.MNIST_HORIZON_ITEM] == hz and cvar.MNIST_HORIZON_ITEM not in base
+    assert set(got) - {cvar.MNIST_HORIZON_ITEM} == set(base)
+    assert hz[2].verdict == "confirmed" and all(c.scale == "" for c in hz)     # the page's scale
+    assert scorecard.page_verdicts("003", {cvar.MNIST_HORIZON_ITEM: hz})[cvar.MNIST_HORIZON_ITEM] in scorecard.VERDICTS
+
+
+def test_horizon_figure_draws_one_line_per_run_and_the_pages_horizon(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    lines = {(m, seed): (0.4, 0.0) for m in ("fedavg", "fed-cvar-avg") for seed in range(2)}
+    fig = diagnosis.horizon_figure(diagnosis.horizon_runs(_long_store(tmp_path, lines)))
+    ax = fig.axes[0]
+    runs = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 2]
+    vertical = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 2 and ln.get_xdata()[0] == ln.get_xdata()[1]]
+    assert len(runs) == 8 and [ln.get_xdata()[0] for ln in vertical] == [4000]   # each run: evaluations and EMA
+    assert all(ln.get_ydata() == pytest.approx([40.0] * 81) for ln in runs)      # a constant run's EMA is itself
+    assert len([ln for ln in runs if not ln.get_label().startswith("_")]) == 4
+    plt.close(fig)

@@ -2,18 +2,20 @@
 against FedAvg on the same seeds (the same split and the same relayed users)."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from flkit.papers import claims
-from flkit.papers.cvar.experiments import settings
-from flkit.papers.cvar.report import RARE_CLASSES, final_accuracies
+from flkit.papers.cvar.experiments import run_configs, settings
+from flkit.papers.cvar.report import METHOD_LABELS, RARE_CLASSES, final_accuracies
 
 __all__ = ["paired_gains", "strong_risk", "STRONG_RISK", "gain_words", "for_reading", "INPUT_SCALING",
            "authors_scaling", "scaling_effect", "scaling_words", "scaling_by_seed", "LARGER_STEP", "STEP_FACTOR",
-           "larger_step", "step_effect", "step_words"]
+           "larger_step", "step_effect", "step_words", "LONG_HORIZON", "long_horizon", "horizon_runs",
+           "horizon_effect", "horizon_checks", "horizon_words", "horizon_figure"]
 
 # Fed-CVaR-Avg at the document's best Fashion-MNIST cell (Table 1: gamma = alpha = 0.1) in the settings of Figs. 3
 # and 4 (r = 90 %, 80 %), 3 seeds: does a stronger risk setting lift the rare classes?
@@ -245,3 +247,200 @@ def for_reading(gains: pd.DataFrame, decimals: int = 2) -> pd.DataFrame:
     return out.rename(columns={"quantity": "rare class / overall", "fedavg": "FedAvg (%)",
                                "fed_cvar_avg": "Fed-CVaR-Avg (%)", "difference": "paired difference (points)",
                                "two_se": "two standard errors"})
+
+
+# Fig. 3's setting (r = 90 %) run twice as long as the page's horizon (8000 rounds at the document's scale),
+# seeds 0-2: have the rare-class curves levelled off by round 4000, and does Fed-CVaR-Avg pull ahead later?
+LONG_HORIZON = dict(settings=[0.9], seeds=[0, 1, 2], factor=2)
+
+
+def long_horizon(s: Mapping) -> dict:
+    """The settings of Fig. 3's setting run `LONG_HORIZON["factor"]` times the page's rounds, beside the page's
+    settings `s` (same profile, RAM, cells and inputs); the smoke profile keeps its own seeds. At the paper
+    profile: the runs of the ledger item `cvar-mnist-horizon` (8000 rounds)."""
+    extra = dict(settings=LONG_HORIZON["settings"], rounds=LONG_HORIZON["factor"] * s["rounds"],
+                 seeds=None if s["profile"] == "smoke" else LONG_HORIZON["seeds"])
+    keep = {k: s[k] for k in ("ram", "cells", "input_scaling", "train_subset", "test_subset") if k in s}
+    return settings(s["experiment"], s["profile"], **keep, **extra)
+
+
+def _without_seed(config: Mapping) -> str:
+    from flkit.results import canonical_json
+    return canonical_json({k: v for k, v in config.items() if k != "seed"})
+
+
+def horizon_runs(store, s_long: Mapping | None = None) -> pd.DataFrame:
+    """The stored runs of `s_long` (default: `long_horizon` of the document's MNIST setting, 8000 rounds) in
+    `store` (a `flkit.results.Store`), for every seed stored with both methods (FedAvg and Fed-CVaR-Avg at the
+    cells of `s_long`), whatever the seeds `s_long` plans: their joined tidy table (`Store.load_many`), empty
+    when no seed has both."""
+    s_long = long_horizon(settings("mnist", "paper")) if s_long is None else s_long
+    want = {_without_seed(c) for c in run_configs(s_long)}
+    found: dict[int, list[dict]] = {}
+    for m in store.manifests():
+        c = m["config"]
+        if "seed" in c and _without_seed(c) in want:
+            found.setdefault(int(c["seed"]), []).append(c)
+    both = [cs for seed, cs in sorted(found.items()) if len(cs) == len(want)]
+    return store.load_many([c for cs in both for c in cs]) if both else pd.DataFrame()
+
+
+_HORIZON_COLUMNS = ["r", "quantity", "seed", "read_at", "rounds", "fedavg_read", "fedavg_end", "fedavg_change",
+                    "fed_cvar_avg_read", "fed_cvar_avg_end", "fed_cvar_avg_change", "gain_read", "gain_end"]
+
+
+def horizon_effect(store, s_long: Mapping | None = None, *, last_frac: float = 0.1,
+                   df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The long-horizon runs (`horizon_runs(store, s_long)`, or the tidy table `df` of such runs), per r,
+    quantity (each rare class, and overall) and seed: each method's accuracy (%) over the last `last_frac` of
+    the rounds read at half the runs' horizon (`read_at`, the page's horizon: rounds 3600-4000 of an 8000-round
+    run) and at its end (rounds 7200-8000), the windows of `final_accuracies` (the page's reading), both
+    from the same run; the change between them per method ("_change", end minus read); Fed-CVaR-Avg minus
+    FedAvg at both ("gain_read", "gain_end"). Rows only for the seeds both methods have; empty (with these
+    columns) when none."""
+    if not 0 < last_frac <= 1:
+        raise ValueError(f"last_frac must be in (0, 1], got {last_frac!r}")
+    df = horizon_runs(store, s_long) if df is None else df
+    if df.empty:
+        return pd.DataFrame(columns=_HORIZON_COLUMNS)
+    T = int(df["rounds"].max())
+    half = T // LONG_HORIZON["factor"]
+    early = df[df["round"] <= half].assign(rounds=half)
+    acc = {"read": final_accuracies(early, last_frac), "end": final_accuracies(df, last_frac)}
+    rows = []
+    for r in sorted(set(acc["end"]["pattern_frac"]), reverse=True):
+        for q in [*RARE_CLASSES.get(r, ()), "overall"]:
+            def pick(a, method):
+                g = a[(a["pattern_frac"] == r) & (a["method"] == method)]
+                g = g[g["metric"] == "test_acc"] if q == "overall" else g[(g["metric"] == "test_acc_class")
+                                                                           & (g["class"] == q)]
+                return g.groupby("seed")["value"].mean()
+            v = {(m, w): pick(acc[w], m) for m in ("fedavg", "fed-cvar-avg") for w in ("read", "end")}
+            seeds = sorted(set.intersection(*(set(x.index) for x in v.values())))
+            for seed in seeds:
+                fr, fe = v[("fedavg", "read")][seed], v[("fedavg", "end")][seed]
+                cr, ce = v[("fed-cvar-avg", "read")][seed], v[("fed-cvar-avg", "end")][seed]
+                rows.append(dict(r=r, quantity=str(q), seed=int(seed), read_at=half, rounds=T,
+                                 fedavg_read=fr, fedavg_end=fe, fedavg_change=fe - fr,
+                                 fed_cvar_avg_read=cr, fed_cvar_avg_end=ce, fed_cvar_avg_change=ce - cr,
+                                 gain_read=cr - fr, gain_end=ce - fe))
+    return pd.DataFrame(rows, columns=_HORIZON_COLUMNS)
+
+
+def horizon_checks(effect: pd.DataFrame, r: float = 0.9, last_frac: float = 0.1) -> list:
+    """The long-horizon runs' checks at `r` on each rare class (`horizon_effect`): per method, "the rare-class
+    curve has levelled off by the page's horizon" on the per-seed changes from the window read there to the
+    window at the end (`claims.not_rising`, the rule of the page's slopes: confirmed when the mean change is
+    below zero by more than 2 se over seeds, contradicted when above zero by more, else not testable at this
+    scale; with one seed there is no standard error: not testable at this scale); and "Fed-CVaR-Avg above FedAvg
+    at the runs' end", paired by seed (`claims.compare`). No rows at `r`: no check."""
+    e = effect[(effect["r"] == r) & (effect["quantity"] != "overall")] if len(effect) else effect
+    out = []
+    for q, g in e.groupby("quantity", sort=False):
+        n, read, end = len(g), int(g["read_at"].iloc[0]), int(g["rounds"].iloc[0])
+        lo = lambda t: f"{t - round(last_frac * t)}-{t}"  # noqa: E731
+        w = f"{lo(read)} and {lo(end)}"
+        for m, col in (("fedavg", "fedavg_change"), ("fed-cvar-avg", "fed_cvar_avg_change")):
+            d = g[col].to_numpy(float)
+            c = claims.not_rising(f"r = {r}, rare class {q}, {METHOD_LABELS[m]}: levelled off by round {read} "
+                                  f"(change to round {end} {d.mean():+.2f} points, {n} seed{'s' if n > 1 else ''})",
+                                  d, floor=1e-6)
+            rule = (f"per seed, the change of the accuracy (%) from the last-{100 * last_frac:g} % window ending at "
+                    f"round {read} to the one ending at round {end} of the same {end}-round run (rounds {w}); " + c.rule
+                    + ("; one seed: no standard error, not testable at this scale" if n < 2 else ""))
+            out.append(dataclasses.replace(c, rule=rule))
+        c = claims.compare(f"r = {r}, rare class {q}: Fed-CVaR-Avg above FedAvg at round {end} (last "
+                           f"{100 * last_frac:g} % of the rounds, paired over {n} seed{'s' if n > 1 else ''})",
+                           g["fed_cvar_avg_end"].to_numpy(float), g["fedavg_end"].to_numpy(float))
+        out.append(dataclasses.replace(c, rule=f"{c.rule} (accuracy over rounds {lo(end)} of {end}-round runs, "
+                                               "paired by seed)"))
+    return out
+
+
+def horizon_words(effect: pd.DataFrame, checks: list, planned: int = 3, r: float = 0.9) -> dict[str, str]:
+    """`horizon_effect` and `horizon_checks` at `r` in words (the first rare class), every key also when no run
+    is stored: seeds ("k of `planned`"), read_at, rounds, each method's rare-class accuracy read at the page's
+    horizon and at the runs' end ("fed_read", "fed_end", "cv_read", "cv_end": mean over seeds, %), their change
+    ("fed_change", "cv_change": points, ± 2 se with two seeds or more), Fed-CVaR-Avg minus FedAvg ("gain_read",
+    "gain_end"), the checks' verdicts ("v_fed", "v_cv": levelled off; "v_gain": above FedAvg at the end), the
+    same for the overall accuracy ("all_fed", "all_cv": read -> end), "reading": the finding in words and
+    "numbers": the numbers in sentences (with no run: "n/a", the verdicts "still to run", and sentences that
+    say so)."""
+    e = effect[(effect["r"] == r)] if len(effect) else effect
+    rare = e[e["quantity"] != "overall"] if len(e) else e
+    keys = ("seeds", "read_at", "rounds", "fed_read", "fed_end", "cv_read", "cv_end", "fed_change", "cv_change",
+            "gain_read", "gain_end", "v_fed", "v_cv", "v_gain", "all_fed", "all_cv", "reading", "numbers")
+    if rare.empty:
+        out = {k: "n/a" for k in keys}
+        out.update(seeds=f"0 of {planned}", v_fed="still to run", v_cv="still to run", v_gain="still to run",
+                   reading="the runs are still to run at the document's scale, so what a longer horizon does to the "
+                           "rare class is not measured yet",
+                   numbers="There is no accuracy to read yet.")
+        return out
+    q = rare["quantity"].iloc[0]
+    g = rare[rare["quantity"] == q]
+    n = len(g)
+
+    def pm(col):
+        d = g[col].to_numpy(float)
+        return f"{d.mean():+.1f} points" if n < 2 else f"{d.mean():+.1f} ± {2 * claims.se(d):.1f} points"
+    mine = [c for c in checks if f"rare class {q}" in c.what]
+    v_fed, v_cv, v_gain = (c.verdict for c in mine[:3])
+    o = e[e["quantity"] == "overall"]
+    out = dict(seeds=f"{n} of {planned}", read_at=str(int(g["read_at"].iloc[0])), rounds=str(int(g["rounds"].iloc[0])),
+               fed_read=f"{g['fedavg_read'].mean():.1f} %", fed_end=f"{g['fedavg_end'].mean():.1f} %",
+               cv_read=f"{g['fed_cvar_avg_read'].mean():.1f} %", cv_end=f"{g['fed_cvar_avg_end'].mean():.1f} %",
+               fed_change=pm("fedavg_change"), cv_change=pm("fed_cvar_avg_change"), gain_read=pm("gain_read"),
+               gain_end=pm("gain_end"), v_fed=v_fed, v_cv=v_cv, v_gain=v_gain,
+               all_fed=f"{o['fedavg_read'].mean():.1f} % -> {o['fedavg_end'].mean():.1f} %",
+               all_cv=f"{o['fed_cvar_avg_read'].mean():.1f} % -> {o['fed_cvar_avg_end'].mean():.1f} %")
+    out["numbers"] = (f"On the rare class, FedAvg goes from {out['fed_read']} (the window ending at round "
+                      f"{out['read_at']}) to {out['fed_end']} (the window ending at round {out['rounds']}), a change of "
+                      f"{out['fed_change']} (levelled off by round {out['read_at']}: {v_fed}); Fed-CVaR-Avg from "
+                      f"{out['cv_read']} to {out['cv_end']}, {out['cv_change']} ({v_cv}). Fed-CVaR-Avg minus FedAvg: "
+                      f"{out['gain_read']} at round {out['read_at']} and {out['gain_end']} at round {out['rounds']} "
+                      f"(above FedAvg at round {out['rounds']}: {v_gain}). Overall accuracy: FedAvg {out['all_fed']}, "
+                      f"Fed-CVaR-Avg {out['all_cv']}.")
+    up = g[["fedavg_change", "fed_cvar_avg_change"]].mean()
+    acc = "the rare-class accuracy" if n < 2 else "the mean rare-class accuracy"
+    moved = (f"{acc} of both methods rises" if (up > 0).all() else f"{acc} of both methods falls" if (up < 0).all()
+             else f"{acc} of the two methods moves in opposite directions or not at all")
+    if n < 2:
+        out["reading"] = (f"{moved} from the window ending at round {out['read_at']} to the one ending at round "
+                          f"{out['rounds']}; with one seed there is no standard error, so whether the curves have "
+                          f"levelled off by round {out['read_at']}, and whether Fed-CVaR-Avg is above FedAvg at round "
+                          f"{out['rounds']}, is not testable at this scale")
+    else:
+        out["reading"] = (f"{moved} from the window ending at round {out['read_at']} to the one ending at round "
+                          f"{out['rounds']}; levelled off by round {out['read_at']}: FedAvg {v_fed}, Fed-CVaR-Avg "
+                          f"{v_cv}; Fed-CVaR-Avg above FedAvg at round {out['rounds']}: {v_gain}")
+    return out
+
+
+def horizon_figure(df: pd.DataFrame, r: float = 0.9, smooth: float = 0.9, title: str = ""):
+    """The long-horizon runs (`horizon_runs`): test accuracy (%) on the rare class(es) of `r` over the rounds,
+    both methods, one line per seed: its evaluations faint, and their EMA (`flkit.plots.smooth_ema`, weight
+    `smooth` per evaluation, as the page's other curves); a vertical line at the page's horizon (half the runs')."""
+    from flkit import plots
+    from flkit.papers.cvar.report import METHOD_COLORS, legend_below
+    sub = df[(df["pattern_frac"] == r) & (df["metric"] == "test_acc_class")]
+    rare = RARE_CLASSES[r]
+    T = int(df["rounds"].max())
+    fig, grid = plots.figure(1, len(rare), row_height=2.8)
+    axes = np.atleast_1d(grid).ravel()
+    styles = ["-", "--", ":", "-."]
+    for ax, c in zip(axes, rare):
+        for (method, seed), run in sub[sub["class"] == c].groupby(["method", "seed"]):
+            run = run.sort_values("round")
+            ls = styles[int(seed) % len(styles)]
+            ax.plot(run["round"], 100 * run["value"], color=METHOD_COLORS[method], lw=0.5, alpha=0.2, ls=ls)
+            ax.plot(run["round"], 100 * plots.smooth_ema(run["value"].to_numpy(float), smooth),
+                    color=METHOD_COLORS[method], lw=1.2, ls=ls, label=f"{METHOD_LABELS[method]}, seed {int(seed)}")
+        ax.axvline(T // LONG_HORIZON["factor"], color="k", lw=0.8, ls=":")
+        ax.set_ylim(0, 100)
+        ax.set_xlabel("round")
+        ax.set_title(f"test accuracy, rare class {c} (%): faint each evaluation, bold its EMA; dotted: round "
+                     f"{T // LONG_HORIZON['factor']}")
+    legend_below(fig, axes)
+    fig.suptitle(title, fontsize=9.5)
+    return fig

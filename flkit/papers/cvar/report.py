@@ -565,7 +565,7 @@ def _mnist_holds(check: pd.DataFrame, when: str) -> dict[str, list]:
 
 
 def scorecard_mnist(check: pd.DataFrame, final: pd.DataFrame | None = None,
-                    slopes: pd.DataFrame | None = None) -> dict[str, list]:
+                    slopes: pd.DataFrame | None = None, horizon: list | None = None) -> dict[str, list]:
     """The mnist page's checks, by item (Fig. 3(b), 3(c), 4(b), 4(c), 4(d)): the checks of `confirm_mnist`'s
     rows (last 10 % of the rounds: rare class, "over 80 %" one-sided over seeds and "above FedAvg" paired over
     seeds; overall, "above FedAvg" paired); `final`:
@@ -574,7 +574,9 @@ def scorecard_mnist(check: pd.DataFrame, final: pd.DataFrame | None = None,
     errors is not testable, not "confirmed");
     `slopes` (`mnist_slopes`): under `MNIST_HORIZON_ITEM`, one `claims.not_rising` per curve: "no longer rising
     at the last round" is confirmed only when the mean slope over the last 25 % of the rounds is below zero by
-    more than 2 se over seeds, contradicted when above zero by more than 2 se, else not testable at this scale."""
+    more than 2 se over seeds, contradicted when above zero by more than 2 se, else not testable at this scale;
+    `horizon` (`diagnosis.horizon_checks` of the runs twice as long): filed under `MNIST_HORIZON_ITEM` too, beside
+    the slopes (none when no such run is stored)."""
     out = _mnist_holds(check, "last 10 % of the rounds")
     if final is not None:
         for k, v in _mnist_holds(final, "final round").items():
@@ -584,6 +586,8 @@ def scorecard_mnist(check: pd.DataFrame, final: pd.DataFrame | None = None,
             dataclasses.replace(r.check, rule="least-squares slope of the accuracy (%) on the round over the last "
                                 f"25 % of the rounds, per run (pp per 1000 rounds); {r.check.rule}")
             for r in slopes.itertuples()]
+    if horizon:
+        out.setdefault(MNIST_HORIZON_ITEM, []).extend(horizon)
     return out
 
 
