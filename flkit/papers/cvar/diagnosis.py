@@ -438,9 +438,8 @@ def horizon_figure(df: pd.DataFrame, r: float = 0.9, smooth: float = 0.9, title:
                     color=METHOD_COLORS[method], lw=1.2, ls=ls, label=f"{METHOD_LABELS[method]}, seed {int(seed)}")
         ax.axvline(T // LONG_HORIZON["factor"], color="k", lw=0.8, ls=":")
         ax.set_ylim(0, 100)
-        ax.set_xlabel("round")
-        ax.set_title(f"test accuracy, rare class {c} (%): faint each evaluation, bold its EMA; dotted: round "
-                     f"{T // LONG_HORIZON['factor']}")
+        ax.set_xlabel(f"round (faint: each evaluation; bold: its EMA; dotted: round {T // LONG_HORIZON['factor']})")
+        ax.set_ylabel(f"rare class {c}: test accuracy (%)")
     legend_below(fig, axes)
     fig.suptitle(title, fontsize=9.5)
     return fig
