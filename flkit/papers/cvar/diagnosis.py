@@ -3,6 +3,7 @@ against FedAvg on the same seeds (the same split and the same relayed users)."""
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from collections.abc import Mapping
 
 import numpy as np
@@ -441,5 +442,5 @@ def horizon_figure(df: pd.DataFrame, r: float = 0.9, smooth: float = 0.9, title:
         ax.set_xlabel(f"round (faint: each evaluation; bold: its EMA; dotted: round {T // LONG_HORIZON['factor']})")
         ax.set_ylabel(f"rare class {c}: test accuracy (%)")
     legend_below(fig, axes)
-    fig.suptitle(title, fontsize=9.5)
+    fig.suptitle("\n".join(textwrap.fill(line, 95) for line in title.split("\n")), fontsize=9.5)  # within the column
     return fig
