@@ -75,9 +75,13 @@ def _same_float32(both: pd.DataFrame, drift: np.ndarray | None = None) -> None:
 
 
 # ------------------------------------------------------------------------------------ Fed-CVaR-Avg
-def _cvar(experiment: str, rounds: int, **want) -> pd.DataFrame:
+def _cvar(experiment: str, rounds: int, *, stored_rounds: int | None = None, **want) -> pd.DataFrame:
+    """The first `rounds` rounds of the stored run with the fields `want` (and `stored_rounds` rounds in all, when
+    given), computed again on this CPU and held against the stored values."""
     from flkit.datasets import DatasetNotFoundError
     from flkit.papers import cvar
+    if stored_rounds is not None:
+        want["rounds"] = stored_rounds
     store, config = _stored(f"cvar/{experiment}", **want)
     try:
         (new,) = cvar.run_batch([dict(config, rounds=rounds)], "cpu", progress=False, log=lambda _: None)
@@ -116,8 +120,10 @@ def test_cvar_mnist_first_rounds_regenerate():
     # Fig. 3 (r = 0.9), Fed-CVaR-Avg, seed 0: t every round, the test metrics every 10 rounds (t alone
     # would not test theta: while F_b > t its steps do not depend on the model). The document's input scaling
     # (input_scaling absent): the authors' raw 0-255 pixels magnify a flip of t into a test metric drift far beyond
-    # the contract's 0.01, so that labelled variant is no regeneration target.
-    both = _cvar("mnist", 10, pattern_frac=0.9, alpha=0.3, seed=0, input_scaling=None)
+    # the contract's 0.01, so that labelled variant is no regeneration target. The page's 4000-round run: the
+    # 8000-round horizon run of the same seed, computed on a CPU, is held to float32 rounding, which its test loss
+    # (a mean over 10,000 images) misses under another kernel path by 8 eps32.
+    both = _cvar("mnist", 10, pattern_frac=0.9, alpha=0.3, seed=0, input_scaling=None, stored_rounds=4000)
     assert sorted(set(both["round"])) == list(range(11))
     assert sorted(set(both.loc[both["metric"] == "test_loss", "round"])) == [0, 10]
     assert (both.loc[(both["metric"] == "t") & (both["round"] > 0), "value"] > 0).all()
