@@ -7,6 +7,7 @@
     display.number(float("inf"), inf="no limit")  # 'no limit'
     display.words("max_abs_exact_minus_pred")     # 'max abs exact minus pred'
     print(display.execution_note(time.time() - T0))   # this execution's time apart from its stored runs' compute
+    display.put(rounds=200, gap=np.float64(0.3))  # glue a page's numbers for its prose ({glue:text}`gap`)
 
 Only the form changes, never the value: `number` rounds to `digits` significant digits (default 3) and writes
 very small or very large magnitudes as powers of ten; ``inf`` becomes "∞" (or the word the table means by it:
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["number", "words", "table", "execution_note", "SUPERSCRIPT"]
+__all__ = ["number", "words", "table", "execution_note", "put", "SUPERSCRIPT"]
 
 SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 _ACRONYMS = {"se": "s.e.", "sd": "s.d.", "gpu": "GPU", "cpu": "CPU", "mc": "MC", "tv": "TV", "id": "id",
@@ -148,3 +149,12 @@ def execution_note(wall_s: float) -> str:
     if used["computed"].sum() == 0:
         parts.append("it computed none")
     return head + "; " + "; ".join(parts) + "."
+
+
+def put(**values) -> None:
+    """Glue a page's numbers and words for its prose (``{glue:text}`name```), hidden where the code runs; numpy
+    scalars become Python numbers so that the prose's format specs apply. The one glue helper of the pages."""
+    from myst_nb import glue
+
+    for k, v in values.items():
+        glue(k, v.item() if isinstance(v, np.generic) else v, display=False)
