@@ -152,9 +152,9 @@ def execution_note(wall_s: float) -> str:
 
 
 def put(**values) -> None:
-    """Glue a page's numbers and words for its prose (``{glue:text}`name```), hidden where the code runs; numpy
-    scalars become Python numbers so that the prose's format specs apply. The one glue helper of the pages."""
+    """Glue a page's numbers and words for its prose (``{glue:text}`name```), hidden where the code runs; numpy and
+    torch scalars become Python numbers so that the prose's format specs apply. The one glue helper of the pages."""
     from myst_nb import glue
 
     for k, v in values.items():
-        glue(k, v.item() if isinstance(v, np.generic) else v, display=False)
+        glue(k, v.item() if hasattr(v, "item") else v, display=False)
