@@ -11,8 +11,8 @@ Layers, lowest first (a module may import its own layer and those below it):
 * ``chapters``: flkit/papers/** (one package or module per document, and the chapter "Across the documents",
   which reads the other chapters), including the scale of the documents' pages (``flkit.papers.scales``).
 * ``tooling``: the book's machinery above the chapters: the owed-work ledger (``flkit.owed``), the scorecard
-  (``flkit.papers.scorecard``), page execution and regeneration (``flkit.run``, ``flkit.reproduce``) and the
-  GPU-window runner (``flkit.window``).
+  (``flkit.papers.scorecard``), page execution and regeneration (``flkit.run``, with the pages' parameters read
+  and checked by ``flkit.params``, and ``flkit.reproduce``) and the GPU-window runner (``flkit.window``).
 
 Importing ``a.b.c`` also runs the ``__init__`` of ``a`` and ``a.b``: those parent packages count as imported
 too (except the importer's own ancestors, which run first anyway). Every module must be placed in
@@ -48,7 +48,7 @@ _CHAPTERS = [
     "flkit.papers.hics", "flkit.papers.hics.costs", "flkit.papers.hics.diagnosis", "flkit.papers.hics.dissimilarity",
     "flkit.papers.hics.entropy", "flkit.papers.hics.experiments", "flkit.papers.hics.theory",
 ]
-_TOOLING = ["flkit.owed", "flkit.papers.scorecard", "flkit.reproduce", "flkit.run", "flkit.window"]
+_TOOLING = ["flkit.owed", "flkit.papers.scorecard", "flkit.params", "flkit.reproduce", "flkit.run", "flkit.window"]
 # the one mapping: module (or "package.*": the package and everything under it) -> layer
 LAYER = {m: layer for layer, ms in zip(LAYERS, (_CORE, _SUPPORT, _CHAPTERS, _TOOLING)) for m in ms}
 
