@@ -262,9 +262,9 @@ def test_an_algorithms_own_local_step_size_wins():
 
 @pytest.mark.parametrize("mode", ["steps", "epochs"])
 def test_engine_task_minibatches_follow_the_seed_round_client_stream(mode):
-    """Client i's minibatches in round t of a run with seed s: engine.sample_batches (steps) or
-    engine.epoch_batches (epochs, padded) of its indices with torch_gen(s, f"batch/{t}/{i}"): new every round."""
-    from flkit.engine import epoch_batches, sample_batches
+    """Client i's minibatches in round t of a run with seed s: flkit.batches.sample_batches (steps) or
+    flkit.batches.epoch_batches (epochs, padded) of its indices with torch_gen(s, f"batch/{t}/{i}"): new every round."""
+    from flkit.batches import epoch_batches, sample_batches
     from flkit.seeding import torch_gen
     task = _task(**({"steps": 3} if mode == "steps" else {"steps": None, "epochs": 2}))
     idx = torch.as_tensor(task.clients[2])

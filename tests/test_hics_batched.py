@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from flkit import datasets, engine, fl, models
 from flkit import grouped as G
+from flkit.batches import epoch_batches
 from flkit.papers.hics import experiments as X
 from flkit.tasks import EngineTask
 
@@ -52,7 +53,7 @@ def engine_case(seed: int = 0):
     x = torch.randn(n, 1, 28, 28, generator=g, dtype=torch.float64) + 0.3 * y.view(-1, 1, 1, 1)
     params = engine.stack(net, len(SIZES), torch.Generator().manual_seed(seed + 1))
     gens = [torch.Generator().manual_seed(100 + i) for i in range(len(SIZES))]
-    batches, steps = engine.epoch_batches(SIZES, B, 2, generators=gens, last="pad")
+    batches, steps = epoch_batches(SIZES, B, 2, generators=gens, last="pad")
     keep = engine.dropout_masks(net, x[:1], B, steps, [torch.Generator().manual_seed(200 + i)
                                                         for i in range(len(SIZES))])
     return net, params, x, y, batches, steps, keep
