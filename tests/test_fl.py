@@ -468,3 +468,32 @@ def test_a_large_checkpoint_is_written_in_parts_under_the_cap(tmp_path, monkeypa
     assert len(list(tmp_path.glob("ck.pt.*.part*"))) > 1
     res = fl.run(task, algs, seeds=SEEDS, rounds=T, availability=_avail, every=2, checkpoint=ck)
     assert res.resumed_from == 1 and torch.equal(res.final_w, ref.final_w) and list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ issue 31: the checkpoint key, pinned
+_PINNED_KEY = "e6e8e550063b6637"
+_PINNED_PARTS = {"task": "70f87ed242cfad6b", "algorithms": "b20e2f227444f11f", "seeds": "91a4aad954a1b3a1",
+                 "rounds": "3af5d6e7f9476d9d", "every": "0555debc8a653494", "target": "bdb3b8c87ebf46ad",
+                 "stop_early": "7522d315bb64415d", "stop_when": "e15961ee577142b3", "diverge": "91fba3369cac6090",
+                 "track": "6608785650006e97", "track_every": "28cb03b06c288e88", "availability": "f3cc04bcb78d10c7",
+                 "p": "48baf56755587301", "w0": "28382723e0c533fc", "sizes": "b84a932fc3abb85f"}
+_CKPT_FIELDS = {"key", "key_parts", "w", "agg", "smp", "t", "hit", "diverged", "evals", "first", "store", "wall", "task"}
+
+
+def test_the_checkpoint_key_and_fields_are_pinned(tmp_path):
+    """The key of a fixed small call (two algorithms, one with a sampler, its own p and step sizes; 2 seeds;
+    availability, p, w0, sizes, target, stop rule, divergence settings) is the literal hex the loop gave when the
+    checkpoints under results/*/checkpoints were written: a refactor of fl.run that changed how the key is made
+    would make every committed checkpoint refuse to resume ("belongs to another run"). The checkpoint's fields are
+    pinned too (an old checkpoint must load)."""
+    algs = {"avg": fl.Algorithm(agg.FedAvg(), sampler=sample.UniformK(1), lr=0.5, local_lr=0.25),
+            "au": fl.Algorithm(agg.FedAU(K=3), p=[0.5, 0.75])}
+    ck = tmp_path / "ck.pt"
+    with pytest.raises(fl.Deadline):
+        fl.run(_Line({5: 1.0, 9: 0.25}, sizes=[1, 3]), algs, seeds=[5, 9], rounds=6, availability=_gap_mask,
+               p=0.5, w0=[1.0], every=2, target=("gap", 6.0), stop_when=fl.all_hit_or_diverged, diverge_factor=3.0,
+               diverge_ref=12.0, checkpoint=ck, deadline=time.time() - 1)
+    state = fl.load_checkpoint(ck)
+    assert set(state) == _CKPT_FIELDS and state["t"] == 1
+    assert state["key_parts"] == _PINNED_PARTS
+    assert state["key"] == _PINNED_KEY
