@@ -31,7 +31,7 @@ LAYERS = ("core", "support", "chapters", "tooling")
 _CORE = ["flkit", "flkit.aggregate", "flkit.batches", "flkit.datasets", "flkit.display", "flkit.engine",
          "flkit.fastsgd", "flkit.fl", "flkit.fused",
          "flkit.grouped", "flkit.models", "flkit.numerics", "flkit.objectives", "flkit.participation",
-         "flkit.partition", "flkit.plots", "flkit.results", "flkit.seeding", "flkit.tasks",
+         "flkit.partition", "flkit.plots", "flkit.protocols", "flkit.results", "flkit.seeding", "flkit.tasks",
          "flkit.sample.*"]      # a module today; ".*": also its submodules if it becomes a package
 _SUPPORT = ["flkit.papers", "flkit.papers.claims", "flkit.papers.settings", "flkit.papers.verdicts"]
 _CHAPTERS = [
