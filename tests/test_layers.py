@@ -45,8 +45,9 @@ _CHAPTERS = [
     "flkit.papers.fedau", "flkit.papers.fedau.bounds", "flkit.papers.fedau.common", "flkit.papers.fedau.items",
     "flkit.papers.fedau.overfitting", "flkit.papers.fedau.table", "flkit.papers.fedau.theory",
     "flkit.papers.fedau.weights",
-    "flkit.papers.hics", "flkit.papers.hics.costs", "flkit.papers.hics.diagnosis", "flkit.papers.hics.dissimilarity",
-    "flkit.papers.hics.entropy", "flkit.papers.hics.experiments", "flkit.papers.hics.theory",
+    "flkit.papers.hics", "flkit.papers.hics.common", "flkit.papers.hics.costs", "flkit.papers.hics.diagnosis",
+    "flkit.papers.hics.dissimilarity", "flkit.papers.hics.entropy", "flkit.papers.hics.fmnist", "flkit.papers.hics.items",
+    "flkit.papers.hics.theory",
 ]
 _TOOLING = ["flkit.owed", "flkit.papers.scorecard", "flkit.params", "flkit.reproduce", "flkit.run", "flkit.window"]
 # the one mapping: module (or "package.*": the package and everything under it) -> layer

@@ -47,7 +47,7 @@ from flkit.papers.cvar.report import RARE_CLASSES, final_accuracies
 from flkit.papers.fedau import table as tb
 from flkit.papers.hics import diagnosis as G
 from flkit.papers.hics import entropy as E
-from flkit.papers.hics import experiments as X
+from flkit.papers.hics import fmnist as X
 from flkit.papers.verdicts import DOCUMENT_SCALE, page_verdicts
 
 __all__ = ["PROFILES", "profile", "CLAIMS", "claim_scale", "scale_parts", "paired", "select_runs",
@@ -280,7 +280,7 @@ def _hics_labels() -> dict[str, str]:
 def hics_runs(store, seeds=None) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     """(CS's and HiCS-FL's stored runs of setting (3) on the rounds the diagnosis evaluates, the diagnosis
     variants of :data:`HICS_VARIANTS`, the rounds): the FMNIST page's published profile ("reduced"), its jobs
-    (:func:`flkit.papers.hics.experiments.jobs`, :func:`flkit.papers.hics.diagnosis.jobs`), those stored in
+    (:func:`flkit.papers.hics.fmnist.jobs`, :func:`flkit.papers.hics.diagnosis.jobs`), those stored in
     `store` (``results/hics``) and of `seeds`; empty frames when none is."""
     cfg = X.profile(CLAIMS["hics"][1]["profile"])
     main = [j for j in X.jobs(X.profile(CLAIMS["hics"][1]["profile"], settings=[G.SETTING])) if j["group"] == "main"]
