@@ -34,7 +34,7 @@ _CORE = ["flkit", "flkit.aggregate", "flkit.datasets", "flkit.display", "flkit.e
          "flkit.sample.*"]      # a module today; ".*": also its submodules if it becomes a package
 _SUPPORT = ["flkit.papers", "flkit.papers.claims", "flkit.papers.settings", "flkit.papers.verdicts"]
 _CHAPTERS = [
-    "flkit.papers.scales", "flkit.papers.mifa", "flkit.papers.mifa_bounds",
+    "flkit.papers.scales",
     "flkit.papers.across", "flkit.papers.across.equivalences", "flkit.papers.across.errata",
     "flkit.papers.across.fedau_cafed", "flkit.papers.across.rare_users", "flkit.papers.across.sensitivity",
     "flkit.papers.availability", "flkit.papers.availability.cafed", "flkit.papers.availability.items",
@@ -46,6 +46,10 @@ _CHAPTERS = [
     "flkit.papers.fedau.weights",
     "flkit.papers.hics", "flkit.papers.hics.costs", "flkit.papers.hics.diagnosis", "flkit.papers.hics.dissimilarity",
     "flkit.papers.hics.entropy", "flkit.papers.hics.experiments", "flkit.papers.hics.theory",
+    "flkit.papers.mifa", "flkit.papers.mifa.bounds", "flkit.papers.mifa.common", "flkit.papers.mifa.complexity",
+    "flkit.papers.mifa.experiments", "flkit.papers.mifa.items", "flkit.papers.mifa.logistic",
+    "flkit.papers.mifa.methods", "flkit.papers.mifa.problems", "flkit.papers.mifa.quadratic",
+    "flkit.papers.mifa.theory", "flkit.papers.mifa.zerosarah",
 ]
 _TOOLING = ["flkit.owed", "flkit.papers.scorecard", "flkit.reproduce", "flkit.run", "flkit.window"]
 # the one mapping: module (or "package.*": the package and everything under it) -> layer

@@ -29,7 +29,6 @@ NOT_YET = {
     "cvar",
     "fedau",
     "hics",
-    "mifa",
 }
 
 
