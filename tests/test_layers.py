@@ -35,7 +35,7 @@ _CORE = ["flkit", "flkit.aggregate", "flkit.batches", "flkit.datasets", "flkit.d
          "flkit.sample.*"]      # a module today; ".*": also its submodules if it becomes a package
 _SUPPORT = ["flkit.papers", "flkit.papers.claims", "flkit.papers.settings", "flkit.papers.verdicts"]
 _CHAPTERS = [
-    "flkit.papers.scales", "flkit.papers.mifa", "flkit.papers.mifa_bounds",
+    "flkit.papers.scales",
     "flkit.papers.across", "flkit.papers.across.equivalences", "flkit.papers.across.errata",
     "flkit.papers.across.fedau_cafed", "flkit.papers.across.rare_users", "flkit.papers.across.sensitivity",
     "flkit.papers.availability", "flkit.papers.availability.cafed", "flkit.papers.availability.items",
@@ -48,6 +48,10 @@ _CHAPTERS = [
     "flkit.papers.hics", "flkit.papers.hics.common", "flkit.papers.hics.costs", "flkit.papers.hics.diagnosis",
     "flkit.papers.hics.dissimilarity", "flkit.papers.hics.entropy", "flkit.papers.hics.fmnist", "flkit.papers.hics.items",
     "flkit.papers.hics.theory",
+    "flkit.papers.mifa", "flkit.papers.mifa.bounds", "flkit.papers.mifa.common", "flkit.papers.mifa.complexity",
+    "flkit.papers.mifa.experiments", "flkit.papers.mifa.items", "flkit.papers.mifa.logistic",
+    "flkit.papers.mifa.methods", "flkit.papers.mifa.problems", "flkit.papers.mifa.quadratic",
+    "flkit.papers.mifa.theory", "flkit.papers.mifa.zerosarah",
 ]
 _TOOLING = ["flkit.owed", "flkit.papers.scorecard", "flkit.params", "flkit.reproduce", "flkit.run", "flkit.window"]
 # the one mapping: module (or "package.*": the package and everything under it) -> layer

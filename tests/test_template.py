@@ -28,7 +28,6 @@ NOT_YET = {
     "availability",
     "cvar",
     "fedau",
-    "mifa",
 }
 
 
