@@ -13,6 +13,7 @@ import torch
 
 from flkit import aggregate, fl
 from flkit.datasets import QuadraticProblem, quadratic_clients
+from flkit.papers.availability import moments, server_step
 from flkit.papers.availability import weights as W
 
 DT = torch.float64
@@ -206,7 +207,7 @@ def test_fl_run_matches_hand_recursion():
     for r, norm in enumerate((False, True)):
         w = np.zeros(3)
         for t in range(T):
-            c = W._weights_of(mask[t:t + 1], q, norm)[0]
+            c = moments._weights_of(mask[t:t + 1], q, norm)[0]
             w = w - eta * (c[:, None] * A * (w - b)).sum(0)
         assert np.allclose(res.final_w[r].numpy(), w, atol=1e-13, rtol=0)
 
@@ -227,7 +228,7 @@ def test_total_weight_moments_match_the_enumerated_law():
 
 def test_server_step_limit_closed_form_and_stability():
     prob, P = _page_problem()
-    tab = W.server_step_table(prob, P["n"], [1.0, 0.3, 0.05])
+    tab = server_step.server_step_table(prob, P["n"], [1.0, 0.3, 0.05])
     np.testing.assert_allclose(tab["ratio_common"], tab["ratio_closed"], rtol=0, atol=1e-12)
     assert tab["ratio"].iloc[0] == pytest.approx(1.0, abs=1e-12) and (tab["ratio"].iloc[1:] < 1).all()
     assert (np.diff(tab["gamma_max"]) < 0).all()
@@ -244,14 +245,14 @@ def test_server_step_limit_closed_form_and_stability():
 
 def test_server_step_checks_flag_a_wrong_table():
     prob, P = _page_problem()
-    tab = W.server_step_table(prob, P["n"], [1.0, 0.3, 0.05])
+    tab = server_step.server_step_table(prob, P["n"], [1.0, 0.3, 0.05])
     edge = pd.DataFrame([dict(fraction=0.5, eta=0.1, seed=s, round=10, metric="tail_dist2", value=1.0 + 0.01 * s)
                          for s in range(5)] + [dict(fraction=0.5, eta=0.1, seed=-1, round=10,
                                                     metric="exact_tail_dist2", value=1.02)])
-    assert all(ok for ok, *_ in W.server_step_checks(tab, edge))
+    assert all(ok for ok, *_ in server_step.server_step_checks(tab, edge))
     wrong = tab.assign(ratio=1.0, ratio_common=tab["ratio_closed"] + 1e-6)     # no effect of the variable number
     far = edge.assign(value=np.where(edge["metric"] == "tail_dist2", 3 * edge["value"], edge["value"]))
-    oks = [ok for ok, *_ in W.server_step_checks(wrong, far)]
+    oks = [ok for ok, *_ in server_step.server_step_checks(wrong, far)]
     assert oks == [False, True, False, False]
 
 
@@ -259,9 +260,9 @@ def test_edge_runs_match_the_exact_floor():
     prob, P = _page_problem()
     task = W.WeightedQuadratic(prob)
     pi = W.linear_pi(P["n"], P["pi_min"])
-    ed = W.edge_runs(task, pi, [0.5], rounds=400, seeds=list(range(12)))
+    ed = server_step.edge_runs(task, pi, [0.5], rounds=400, seeds=list(range(12)))
     m = ed[ed["metric"] == "tail_dist2"]["value"]
     ex = ed[ed["metric"] == "exact_tail_dist2"]["value"].iloc[0]
     assert abs(m.mean() - ex) <= 4 * m.std(ddof=1) / np.sqrt(len(m))
     with pytest.raises(ValueError, match="fractions"):
-        W.edge_runs(task, pi, [1.2], rounds=10, seeds=[0])
+        server_step.edge_runs(task, pi, [1.2], rounds=10, seeds=[0])

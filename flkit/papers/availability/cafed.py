@@ -53,7 +53,6 @@ draw itself; both are stationary).
 """
 from __future__ import annotations
 
-import copy
 import textwrap
 from dataclasses import dataclass
 from typing import Sequence
@@ -64,6 +63,7 @@ import torch
 
 from flkit import aggregate, fl, models, participation, sample
 from flkit.papers import claims, settings
+from flkit.papers.availability import common
 from flkit.seeding import rng
 from flkit.tasks import EngineTask
 
@@ -73,6 +73,9 @@ __all__ = [
     "run_config", "make_task", "algorithms", "run_experiment", "log_rounds", "summarize", "compare_table", "paired_difference",
     "verdict", "readme_check", "usage_by_type", "usage_contrast", "lesson_check", "share_check", "worked_example",
     "plot_shares", "plot_curves", "plot_usage",
+    "BOX", "CONTROL_LRS", "HAND_E", "configs", "share_runs", "synthetic_runs", "control_runs", "mnist_runs",
+    "share_checks", "share_numbers", "matches_hand", "type_table", "difference_numbers", "control_numbers",
+    "usage_numbers", "synthetic_numbers", "mnist_numbers",
 ]
 
 SOURCE = "arodio/CA-Fed@e673587"
@@ -132,13 +135,16 @@ PROFILES = {
 }
 
 
-def profile(name: str, **overrides) -> dict:
+def profile(name: str, seeds=None, mnist_seeds=None, **overrides) -> dict:
     """The page's settings under profile `name` ("smoke", "reduced", "paper"); a ValueError names the allowed
-    ones. `overrides` replace top-level settings (None keeps the profile's), and every setting is checked
-    before any work (`settings.check_profile`: rounds >= 1, seeds non-empty, probabilities in (0, 1], ...)."""
-    if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
-    return settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, f"cafed profile {name!r}")
+    ones. `overrides` replace top-level settings (None keeps the profile's); `seeds` and `mnist_seeds`, when
+    given, replace the seeds of the synthetic and of the MNIST runs. Every setting is checked before any work
+    (`settings.check_profile`: rounds >= 1, seeds non-empty, probabilities in (0, 1], ...)."""
+    cfg = common.profile_of("cafed", PROFILES, name, overrides)
+    for part, given in (("synthetic", seeds), ("mnist", mnist_seeds)):
+        if given is not None:
+            cfg[part]["seeds"] = [int(v) for v in given]
+    return settings.check_profile(cfg, f"cafed profile {name!r}")
 
 
 def readme_table() -> pd.DataFrame:
@@ -581,6 +587,170 @@ def worked_example(F_hat=(0.5, 2.25, 3.5, 3.75), lam=(0.2, 0.9, 0.0, 0.5)
     tr = pd.DataFrame(trace).rename(columns={"pass_": "pass", "current": "E(current)", "candidate": "E(without k)",
                                              "taken": "excluded"})
     return tr, a, excluded, inputs
+
+
+# ================================================================================================
+# the page: its stored runs, its readings and its checks
+# ================================================================================================
+BOX = dict(page="availability/cafed",
+           headline="Claim (what we learn from Theorem 2): to speed up training, ignore clients with low availability "
+                    "and clients highly correlated over time",
+           tests="the notes' lesson from Theorem 2 (to train faster, ignore rarely available and strongly correlated "
+                 "clients), the biased objective F_B under Markov availability, CA-Fed's greedy exclusion rule, and "
+                 "CA-Fed against Unbiased, AdaFed and F3AST beside the authors' README numbers")
+# the control run: CA-Fed at Unbiased's learning rates (synthetic task)
+CONTROL_LRS = {**LRS["synthetic"], "cafed": LRS["synthetic"]["unbiased"]}
+# the hand computation of :func:`worked_example`: E at its first five steps
+HAND_E = (35 / 16, 89 / 48, 13 / 4, 7 / 4, 27 / 16)
+
+
+def configs(cfg: dict) -> dict:
+    """The stored-run configs of the page under the settings `cfg` (:func:`profile`): "shares" (the notes' p on
+    Markov availability), "synthetic", "control" (CA-Fed alone at Unbiased's learning rates) and "mnist"."""
+    S, M = cfg["synthetic"], cfg["mnist"]
+    return dict(shares=dict(experiment="cafed_shares", data_seed=42, **cfg["share"]),
+                synthetic=run_config("cafed_synthetic", "synthetic", S, 32),
+                control=run_config("cafed_synthetic", "synthetic", S, 32) | dict(
+                    experiment="cafed_synthetic_control", lrs=CONTROL_LRS, methods=["cafed"]),
+                mnist=run_config("cafed_mnist", "mnist", M, 64))
+
+
+def share_runs(cl: Clients, cfg: dict, where) -> pd.DataFrame:
+    """:func:`share_check` on the federation `cl` (groups: the availability types), read from the store `where`
+    or made."""
+    SH = cfg["share"]
+    types = [TYPE_NAMES[t] for t in cl.types]
+    return common.cached(where, configs(cfg)["shares"],
+                         lambda: share_check(cl.pi, cl.lam, SH["rounds"], SH["seeds"], groups=types)
+                         .assign(round=0, metric="share", value=lambda d: d["measured"]))
+
+
+def synthetic_runs(cl: Clients, cfg: dict, where) -> pd.DataFrame:
+    """:func:`run_experiment` on the synthetic federation `cl`, read from the store `where` or made."""
+    S = cfg["synthetic"]
+    return common.cached(where, configs(cfg)["synthetic"],
+                         lambda: run_experiment(cl, LRS["synthetic"], S["rounds"], S["seeds"], S["beta"], 32))
+
+
+def control_runs(cl: Clients, cfg: dict, where) -> pd.DataFrame:
+    """CA-Fed alone at Unbiased's learning rates (:data:`CONTROL_LRS`) on the synthetic federation `cl`, read
+    from the store `where` or made."""
+    S = cfg["synthetic"]
+    return common.cached(where, configs(cfg)["control"],
+                         lambda: run_experiment(cl, CONTROL_LRS, S["rounds"], S["seeds"], S["beta"], 32,
+                                                methods=["cafed"]))
+
+
+def mnist_runs(cl: Clients, cfg: dict, where) -> pd.DataFrame:
+    """:func:`run_experiment` on the MNIST federation `cl`, read from the store `where` or made."""
+    M = cfg["mnist"]
+    return common.cached(where, configs(cfg)["mnist"],
+                         lambda: run_experiment(cl, LRS["mnist"], M["rounds"], M["seeds"], M["beta"], 64))
+
+
+def _share_ok(r) -> bool:
+    return abs(r["measured"] - r["predicted"]) <= 3 * r["se"]
+
+
+def share_checks(shares: pd.DataFrame) -> list[dict]:
+    """Per (rule, group) of :func:`share_runs`: the measured share against the notes' p, within 3 standard errors
+    (ok), what is checked, the numbers, and a line for the page."""
+    out = []
+    for _, r in shares.iterrows():
+        ok = _share_ok(r)
+        out.append(dict(ok=ok, what=f"share of the aggregation weight, {r['rule']}, {r['group']}, against the notes' p",
+                        ours=r["measured"], reference=r["predicted"], spread=r["se"],
+                        line=f"{r['rule']:>12}, {r['group']:<21} measured {r['measured']:.4f} +- {r['se']:.4f}, notes' "
+                             f"p {r['predicted']:.4f}: {'agrees' if ok else 'DISAGREES'} (|measured - p| <= 3 standard "
+                             f"errors)"))
+    return out
+
+
+def share_numbers(shares: pd.DataFrame) -> dict:
+    """The numbers of the shares that the page's prose glues."""
+    sa = shares.set_index(["rule", "group"])
+    naive = sa.loc[("q = alpha", "available-shifting")]
+    se_ratio = sa.loc[("q = alpha/pi", "unavailable-stable"), "se"] / sa.loc[("q = alpha/pi", "unavailable-shifting"), "se"]
+    share_ok = [_share_ok(r) for _, r in shares.iterrows()]
+    return dict(naive_share=naive["measured"], naive_target=naive["target"], n_share_ok=sum(share_ok),
+                n_shares=len(shares), share_se_ratio=se_ratio, w_shares="hold" if all(share_ok) else "do not all hold")
+
+
+def matches_hand(trace: pd.DataFrame, a, excluded) -> bool:
+    """Whether :func:`worked_example` (default inputs) reproduces the hand computation: exclusion order
+    [3, 2, 1], the values E of :data:`HAND_E` to 1e-12, allocation (1/2, 0, 0, 0)."""
+    return bool(excluded == [3, 2, 1] and np.allclose(trace["E(without k)"].to_numpy()[:5], HAND_E, rtol=0, atol=1e-12)
+                and np.array_equal(a, [0.5, 0, 0, 0]))
+
+
+def type_table(cl: Clients) -> pd.DataFrame:
+    """Per availability type: clients, pi, the range of lambda and the mean local optimum."""
+    return cl.describe().groupby("type").agg(clients=("pi", "size"), pi=("pi", "first"), lam_min=("lambda", "min"),
+                                             lam_max=("lambda", "max"), F_star_mean=("F_star", "mean")).round(4)
+
+
+def difference_numbers(diffs: dict, prefix: str = "syn") -> dict:
+    """The paired differences of CA-Fed against the best other method (:func:`paired_difference`, one per metric)
+    as the page's prose glues them."""
+    out = {}
+    for m, d in diffs.items():
+        out.update({f"{prefix}_{m}_b": LABELS[d["b"]], f"{prefix}_{m}_diff": d["diff"], f"{prefix}_{m}_se": d["se"],
+                    f"{prefix}_{m}_n": d["seeds"],
+                    f"{prefix}_{m}_v": verdict(d["diff"], d["se"], "lower" if m == "std_2nd_half" else "higher")})
+    return out
+
+
+def control_numbers(dc: dict) -> dict:
+    """CA-Fed against Unbiased at equal learning rates (one paired difference per metric), as the prose glues."""
+    out = {}
+    for m, d in dc.items():
+        out.update({f"ctl_{m}_diff": d["diff"], f"ctl_{m}_se": d["se"], f"ctl_{m}_n": d["seeds"],
+                    f"ctl_{m}_v": verdict(d["diff"], d["se"])})
+    return out
+
+
+def usage_numbers(use: pd.DataFrame, uc: dict) -> dict:
+    """CA-Fed's use of each availability type (:func:`usage_by_type`, :func:`usage_contrast`), as the prose glues."""
+    ca = use.loc["CA-Fed"]
+    return dict(use_as=ca["available-shifting"], use_us=ca["unavailable-stable"], use_ush=ca["unavailable-shifting"],
+                uc_diff=uc["diff"], uc_se=uc["se"], uc_n=uc["seeds"], uc_v=verdict(uc["diff"], uc["se"]))
+
+
+def synthetic_numbers(comp: pd.DataFrame, cl: Clients, use: pd.DataFrame, uc: dict, dc: dict) -> dict:
+    """The reading of the synthetic task that the prose glues: accuracies against the README's and the planted
+    rule's, CA-Fed's rank, how often it skips clients, and what the control run at equal learning rates says."""
+    ca = use.loc["CA-Fed"]
+    lesson = uc["diff"] > 2 * uc["se"]
+    rank = comp["time_avg: ours"].rank(ascending=False)
+    ct_ = dc["time_avg"]
+    return dict(max_ours=comp["max: ours"].mean(), max_readme=comp["max: README"].mean(), planted=cl.planted_accuracy(),
+                rank_ca=int(rank["CA-Fed"]), skip_min=1 - ca.max(), skip_max=1 - ca.min(),
+                w_skip=("more often, beyond 2 standard errors" if lesson else
+                        "about as often as the others (within 2 standard errors)"),
+                w_ctl=("its lead in the table comes from its larger server step, not from the exclusions (which shrink "
+                       "the unnormalized aggregate)" if ct_["diff"] < -2 * ct_["se"] else
+                       "the exclusions help at equal step sizes" if ct_["diff"] > 2 * ct_["se"] else
+                       "not distinguishable at equal step sizes"))
+
+
+def mnist_numbers(tabm: pd.DataFrame, cl: Clients, summ_m: pd.DataFrame, comp_m: pd.DataFrame, use_m: pd.DataFrame,
+                  rounds: int) -> dict:
+    """The reading of the MNIST runs that the prose glues: accuracies against the README's, CA-Fed against the
+    best other method and against Unbiased (same learning rates), its use of the unavailable-stable clients,
+    and the fastest start (accuracy at round 10)."""
+    dm = {m: paired_difference(summ_m, m) for m in ("time_avg", "std_2nd_half")}
+    uc_m = usage_contrast(tabm, cl)
+    du = paired_difference(summ_m, "time_avg", "cafed", "unbiased")   # same learning rates
+    rank_m = comp_m["time_avg: ours"].rank(ascending=False)
+    acc10 = tabm[(tabm["metric"] == "test_acc") & (tabm["round"] == min(10, rounds))].groupby("method")["value"].mean()
+    return dict(mn_max_ours=comp_m["max: ours"].mean(), mn_max_readme=comp_m["max: README"].mean(),
+                mn_rank=int(rank_m["CA-Fed"]), mn_ta_diff=dm["time_avg"]["diff"], mn_ta_se=dm["time_avg"]["se"],
+                mn_ta_b=LABELS[dm["time_avg"]["b"]], mn_ta_n=dm["time_avg"]["seeds"],
+                mn_ta_v=verdict(dm["time_avg"]["diff"], dm["time_avg"]["se"]), mn_un_diff=du["diff"], mn_un_se=du["se"],
+                mn_sd_diff=dm["std_2nd_half"]["diff"], mn_sd_se=dm["std_2nd_half"]["se"],
+                mn_sd_b=LABELS[dm["std_2nd_half"]["b"]], mn_use_us=use_m.loc["CA-Fed", "unavailable-stable"],
+                mn_uc_diff=uc_m["diff"], mn_uc_se=uc_m["se"], mn_fast=LABELS[acc10.idxmax()], mn_fast_acc=acc10.max(),
+                mn_fast_round=min(10, rounds), mn_next_acc=acc10.drop(acc10.idxmax()).max())
 
 
 # ================================================================================================

@@ -5,6 +5,8 @@ maps every key of every page to the id of the item it tests in ``flkit/papers/it
 page states its criterion only inside its sentence, to the rule in words. :func:`check` turns one of the
 page's pass/fail criteria into a :class:`~flkit.papers.claims.Check` (``claims.holds``: the criterion itself
 is not changed), and :func:`by_item` groups a page's checks by item for ``scorecard.record("001", ...)``.
+A page keeps its checks in a :class:`Checks` ledger: each criterion printed as it is decided, the ledger read
+by the page's prose (how many agree, which failed) and handed to the scorecard (:meth:`Checks.by_item`).
 
 Items of the notes keep the notes' words. A few checks test statements that are not in the notes (the CA-Fed
 repository's README and exclusion rule, the link between FedAU's and CA-Fed's chains); their items say
@@ -17,11 +19,10 @@ import math
 from collections.abc import Iterable
 
 from flkit.papers import claims
+from flkit.papers.availability.common import DOC
 from flkit.papers.claims import Check
 
-__all__ = ["DOC", "ITEM", "KEYS", "check", "by_item", "item_of"]
-
-DOC = "001"
+__all__ = ["DOC", "ITEM", "KEYS", "ALIASES", "check", "by_item", "item_of", "key_of", "Checks"]
 
 # the items of 001.yaml that the pages check, by a short name
 ITEM = {
@@ -146,6 +147,23 @@ KEYS: dict[str, dict[str, tuple[str, str | None]]] = {
 }
 
 
+# page -> (start of a check's name, its key): checks made once per setting (one per availability, one per
+# compression level) share the key of their criterion
+ALIASES: dict[str, tuple[tuple[str, str], ...]] = {
+    "sampling": (("accuracy after", "top-k accuracy: update > model"),
+                 ("uploads = K E min", "uploads = K E min(N, |A_k|)")),
+}
+
+
+def key_of(page: str, name: str) -> str:
+    """The key in :data:`KEYS` of the check `name` of `page`: the name itself, or the key its start stands for
+    (:data:`ALIASES`)."""
+    for start, key in ALIASES.get(page, ()):
+        if name.startswith(start):
+            return key
+    return name
+
+
 def _entry(page: str, key: str) -> tuple[str, str | None]:
     if page not in KEYS:
         raise ValueError(f"page {page!r} is not one of {sorted(KEYS)}")
@@ -178,3 +196,63 @@ def by_item(page: str, checks: Iterable[tuple[str, Check]]) -> dict[str, list[Ch
             raise TypeError(f"page {page!r}, check {key!r}: expected a claims.Check, got {type(c).__name__}")
         out.setdefault(item_of(page, key), []).append(c)
     return out
+
+
+class Checks:
+    """A page's checks in the order the page makes them (a name may recur: one check per setting).
+
+    :meth:`add` decides one of the page's pass/fail criteria: it prints "agrees: <what>" or "DISAGREES: <what>"
+    (with " (<rule>)" when the rule is given here) and keeps it as a Check (:func:`check`; its key from the name,
+    :func:`key_of`; with `section`, the scorecard's row reads "Section <section>: <what>"). :meth:`keep` keeps a
+    Check made by a claims rule, unprinted. The page's prose reads :meth:`ok`, :attr:`n_agree` and ``len``;
+    :meth:`by_item` hands them to the scorecard."""
+
+    def __init__(self, page: str):
+        if page not in KEYS:
+            raise ValueError(f"page {page!r} is not one of {sorted(KEYS)}")
+        self.page = page
+        self.entries: list[tuple[str, str, Check]] = []        # (name, key, check)
+
+    def add(self, name: str, ok, what: str | None = None, rule: str | None = None, *, section: str | None = None,
+            ours: float = math.nan, reference: float = math.nan, spread: float = math.nan,
+            echo: bool = True) -> None:
+        """Keep the check `name` (passed when `ok`; `what` is checked, default: the name) and, with `echo`, print
+        it."""
+        ok, what = bool(ok), name if what is None else what
+        key = key_of(self.page, name)
+        row = what if section is None else f"Section {section}: {what}"
+        self.keep(key, check(self.page, key, row, ok, rule, ours=ours, reference=reference, spread=spread), name)
+        if echo:
+            print(("agrees" if ok else "DISAGREES") + f": {what}" + (f" ({rule})" if rule is not None else ""))
+
+    def keep(self, key: str, c: Check, name: str | None = None) -> None:
+        """Keep a Check under `key` (an entry of :data:`KEYS` for the page), by `name` (default: the key)."""
+        _entry(self.page, key)
+        if not isinstance(c, Check):
+            raise TypeError(f"page {self.page!r}, check {key!r}: expected a claims.Check, got {type(c).__name__}")
+        self.entries.append((key if name is None else name, key, c))
+
+    def ok(self, *names: str) -> bool:
+        """Whether every check of these names passed (each name must have been checked)."""
+        missing = [n for n in names if n not in {e[0] for e in self.entries}]
+        if missing:
+            raise KeyError(f"page {self.page!r} has no check named {missing}")
+        return all(c.ok for n, _, c in self.entries if n in names)
+
+    def verdicts(self) -> dict[str, bool]:
+        """Name -> passed, in the order the checks were made (a recurring name: all of its checks passed)."""
+        out: dict[str, bool] = {}
+        for n, _, c in self.entries:
+            out[n] = out.get(n, True) and c.ok
+        return out
+
+    @property
+    def n_agree(self) -> int:
+        return sum(c.ok for _, _, c in self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def by_item(self) -> dict[str, list[Check]]:
+        """The checks grouped by the item they test, for ``scorecard.box`` and ``scorecard.record``."""
+        return by_item(self.page, [(k, c) for _, k, c in self.entries])

@@ -2,8 +2,10 @@ r"""Correlated availability and why one might optimize a biased objective (docum
 
 The notes model each client's availability as a two-state Markov chain (CA-Fed, Rodio et al. 2023) and
 quote CA-Fed's two theorems. This module holds the page's settings, the exact quantities of the chain, the
-checks of Theorem 1 on random strongly convex quadratics, and the FedAvg runs behind Theorem 2's
-:math:`\lambda(P)` term and the "exclude clients" argument. Everything runs in float64 on the CPU.
+FedAvg runs behind Theorem 2's :math:`\lambda(P)` term and the "exclude clients" argument, and the page's
+verdicts and figures; the checks of Theorem 1 on random strongly convex quadratics are its own piece,
+:mod:`flkit.papers.availability.theorem1` (its functions are also reachable here, as before). Everything runs
+in float64 on the CPU.
 
 Notation (the notes'). Client k is available with stationary probability :math:`\pi_k`; its chain has
 transition matrix :math:`P_k` (states ordered inactive, active) with eigenvalues 1 and
@@ -25,17 +27,26 @@ Where we depart from, or add to, the notes:
 """
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
-from scipy import optimize
 
 from flkit import aggregate, fl, participation
 from flkit.papers import settings
+from flkit.papers.availability import common
+from flkit.papers.availability.theorem1 import (
+    Quadratics,
+    random_quadratics,
+    search_table,
+    theorem1,
+    theorem1_numbers,
+    theorem1_sample,
+    theorem1_search,
+    two_client_sup,
+)
 from flkit.seeding import rng
 from flkit.tasks import quadratic_task
 
@@ -48,6 +59,9 @@ __all__ = [
     "LAMBDA_MODELS", "fit_lambda_models", "lambda_numbers", "exclusion_table", "exclusion_verdict",
     "exclusion_numbers", "step_table", "step_verdict", "theorem1_numbers", "plot_lambda_sweep", "plot_exclusion",
     "plot_autocorrelation", "plot_mixing", "plot_step_sums",
+    "BOX", "RASTER", "JOINT", "MAP", "configs", "search_runs", "lambda_runs", "exclusion_all", "raster_masks",
+    "run_lengths", "autocorrelation_verdict", "mixing_verdict", "joint_verdict", "map_verdict", "map_table",
+    "final_errors", "fit_table", "thm2_verdict", "summary_words",
 ]
 
 # ================================================================================================
@@ -86,11 +100,10 @@ PROFILES = {
 
 def profile(name: str, **overrides) -> dict:
     """The page's settings under profile `name` ("smoke": seconds, for CI; "paper": the full checks).
-    `overrides` replace top-level settings (None keeps the profile's), and every setting is checked before
-    any work (`settings.check_profile`; the (pi, lambda) cases by `participation.transition_matrix`)."""
-    if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
-    cfg = settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, f"markov profile {name!r}")
+    `overrides` replace top-level settings (None keeps the profile's; ``seeds``: the federated runs' seeds, the
+    first of which seeds the other draws), and every setting is checked before any work
+    (`settings.check_profile`; the (pi, lambda) cases by `participation.transition_matrix`)."""
+    cfg = common.profile_of("markov", PROFILES, name, overrides)
     for part in ("ac", "mixing"):
         _check_cases(cfg[part]["cases"], f"markov profile {name!r}: {part}.cases")
     return cfg
@@ -233,177 +246,7 @@ def parameter_map(xs, ps) -> pd.DataFrame:
 
 
 # ================================================================================================
-# 2. Theorem 1 on strongly convex quadratics
-# ================================================================================================
-@dataclass(frozen=True)
-class Quadratics:
-    r"""Clients :math:`F_k(w) = \frac12 (w-b_k)^\top A_k (w-b_k)`, A (N, d, d) SPD, b (N, d);
-    :math:`F_k^* = 0`. mu, L: the smallest and largest eigenvalue over all :math:`A_k` (every :math:`F_k`
-    is mu-strongly convex and L-smooth, the tightest such constants)."""
-    A: np.ndarray
-    b: np.ndarray
-
-    @property
-    def mu(self) -> float:
-        return float(np.linalg.eigvalsh(self.A).min())
-
-    @property
-    def L(self) -> float:
-        return float(np.linalg.eigvalsh(self.A).max())
-
-    def hessian(self, weights) -> np.ndarray:
-        return np.einsum("k,kij->ij", weights, self.A)
-
-    def minimizer(self, weights) -> np.ndarray:
-        return np.linalg.solve(self.hessian(weights), np.einsum("k,kij,kj->i", weights, self.A, self.b))
-
-    def gap(self, weights, w) -> float:
-        """sum_k weights_k F_k(w) minus its minimum, as 1/2 (w - w_W)^T H_W (w - w_W) (no cancellation)."""
-        e = np.asarray(w) - self.minimizer(weights)
-        return float(0.5 * e @ self.hessian(weights) @ e)
-
-    def client_values(self, w) -> np.ndarray:
-        diff = np.asarray(w) - self.b
-        return 0.5 * np.einsum("ki,kij,kj->k", diff, self.A, diff)
-
-    def value(self, weights, w) -> float:
-        return float(np.asarray(weights) @ self.client_values(w))
-
-
-def _spd(g: np.random.Generator, d: int, eig: np.ndarray) -> np.ndarray:
-    Q, _ = np.linalg.qr(g.standard_normal((d, d)))
-    return (Q * eig) @ Q.T
-
-
-def random_quadratics(N: int, d: int, mu: float, L: float, g: np.random.Generator) -> Quadratics:
-    """N clients, random SPD A_k with eigenvalues uniform in [mu, L], optima b_k ~ N(0, I)."""
-    if not (0 < mu <= L):
-        raise ValueError(f"need 0 < mu <= L, got mu={mu}, L={L}")
-    A = np.stack([_spd(g, d, g.uniform(mu, L, d)) for _ in range(N)])
-    return Quadratics(A, g.standard_normal((N, d)))
-
-
-def theorem1(problem: Quadratics, alpha, p, w) -> dict:
-    r"""The terms of Theorem 1 (eq. (10)) at w: :math:`\epsilon = F(w) - F^*`,
-    :math:`\epsilon_{opt} = 2\kappa^2 (F_B(w) - F_B^*)`, :math:`\epsilon_{bias} = 2\kappa^4
-    \chi^2_{\alpha\|p}\Gamma` with :math:`\kappa = L/\mu`, :math:`\chi^2 = \sum_k (\alpha_k-p_k)^2/p_k`
-    (+inf when some :math:`p_k = 0 < \alpha_k`), :math:`\Gamma = \max_k F_k(w^*) - F_k^*`; and the ratio
-    :math:`\epsilon / (\epsilon_{opt} + \epsilon_{bias})`."""
-    alpha, p, w = np.asarray(alpha, float), np.asarray(p, float), np.asarray(w, float)
-    kappa = problem.L / problem.mu
-    w_star = problem.minimizer(alpha)
-    eps, opt_gap = problem.gap(alpha, w), problem.gap(p, w)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        chi2 = float(np.sum(np.where(p > 0, (alpha - p) ** 2 / p, np.where(alpha > 0, np.inf, 0.0))))
-    gamma = float(problem.client_values(w_star).max())
-    e_opt, e_bias = 2 * kappa ** 2 * opt_gap, 2 * kappa ** 4 * chi2 * gamma
-    bound = e_opt + e_bias
-    return dict(eps=eps, eps_opt=e_opt, eps_bias=e_bias, bound=bound, ratio=eps / bound if bound > 0 else np.nan,
-                kappa=kappa, chi2=chi2, gamma=gamma, opt_gap=opt_gap)
-
-
-def theorem1_sample(problems: int, seed: int = 0) -> pd.DataFrame:
-    r"""Theorem 1's ratio on random problems: N in 2..10, d in {1, 2, 5}, eigenvalues in [1, L] with L in
-    {1.5, 2, 5, 10}, :math:`\alpha \sim` Dirichlet(1), p a random mix of :math:`\alpha` and a Dirichlet(1)
-    draw, and w either :math:`w_B^*` (the optimization term vanishes) or :math:`w_B^* + r z`
-    (z uniform on the sphere, r log-uniform in [1e-3, 10]). Stream rng(seed, "theorem1")."""
-    settings.positive_int(problems, "problems")
-    g = rng(seed, "theorem1")
-    rows = []
-    for i in range(problems):
-        N, d, L = int(g.integers(2, 11)), int(g.choice([1, 2, 5])), float(g.choice([1.5, 2.0, 5.0, 10.0]))
-        prob = random_quadratics(N, d, 1.0, L, g)
-        alpha = g.dirichlet(np.ones(N))
-        s = g.uniform()
-        p = (1 - s) * alpha + s * g.dirichlet(np.ones(N))
-        z = g.standard_normal(d)
-        z /= np.linalg.norm(z)
-        r = 0.0 if g.uniform() < 0.2 else 10 ** g.uniform(-3, 1)
-        w = prob.minimizer(p) + r * z
-        rows.append(dict(problem=i, N=N, d=d, L_nominal=L, r=r, **theorem1(prob, alpha, p, w)))
-    return pd.DataFrame(rows)
-
-
-def two_client_sup(alpha1: float, p1: float) -> float:
-    r"""Exact :math:`\sup_w \epsilon/\text{bound}` for two clients in one dimension with equal curvature
-    (:math:`\kappa = 1`), :math:`p \ne \alpha`: :math:`\frac12\big(1 + p_1 p_2/\max(\alpha_1,\alpha_2)^2\big)`
-    (independent of the curvature and of :math:`b_1 \ne b_2`). It tends to 1 as
-    :math:`\alpha, p \to (\frac12, \frac12)`."""
-    return 0.5 * (1 + p1 * (1 - p1) / max(alpha1, 1 - alpha1) ** 2)
-
-
-def _softmax(z):
-    z = 5 * np.tanh(np.asarray(z) / 5)        # weights within a factor e^10 of each other
-    e = np.exp(z - z.max())
-    return e / e.sum()
-
-
-def _decode(x, N: int, d: int, kappa: float):
-    """Parameters of the search: curvatures in [1, kappa] (one client pinned at 1, one at kappa, so the
-    problem's kappa is exactly `kappa`), rotations (d = 2), optima b, logits of alpha and p (bounded, so
-    that no weight is below e^-10 times another), the point w."""
-    i = 0
-    sig = lambda v: 1 / (1 + np.exp(-np.clip(v, -30, 30)))  # noqa: E731
-    eig = 1 + (kappa - 1) * sig(x[i:i + N * d]).reshape(N, d)
-    i += N * d
-    eig[0, 0], eig[-1, -1] = 1.0, kappa
-    if d == 1:
-        A = eig[:, :, None]
-    else:
-        th = x[i:i + N]
-        i += N
-        R = np.stack([np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]) for t in th])
-        A = np.einsum("kij,kj,klj->kil", R, eig, R)
-    b = x[i:i + N * d].reshape(N, d)
-    i += N * d
-    alpha, p = _softmax(x[i:i + N]), _softmax(x[i + N:i + 2 * N])
-    i += 2 * N
-    return Quadratics(A, b), alpha, p, x[i:i + d]
-
-
-def theorem1_search(N: int, d: int, kappa: float, starts: int, seed: int = 0, maxiter: int = 3000) -> dict:
-    r"""Largest ratio :math:`\epsilon/(\epsilon_{opt}+\epsilon_{bias})` found by Nelder-Mead over the
-    problem (curvatures with :math:`\kappa` fixed, rotations, optima), :math:`\alpha`, p and w, from
-    `starts` random starts (stream rng(seed, "theorem1-search")). Returns the best ratio and its point."""
-    if kappa < 1:
-        raise ValueError(f"kappa = L/mu must be >= 1, got {kappa}")
-    g = rng(seed, f"theorem1-search/{N}/{d}/{kappa}")
-    size = N * d + (N if d > 1 else 0) + N * d + 2 * N + d
-
-    def neg(x):
-        prob, alpha, p, w = _decode(x, N, d, kappa)
-        try:
-            r = theorem1(prob, alpha, p, w)["ratio"]
-        except np.linalg.LinAlgError:
-            return 0.0
-        return -r if np.isfinite(r) else 0.0
-
-    best = None
-    for _ in range(starts):
-        res = optimize.minimize(neg, g.standard_normal(size), method="Nelder-Mead",
-                                options=dict(maxiter=maxiter, maxfev=2 * maxiter, xatol=1e-10, fatol=1e-14))
-        if best is None or res.fun < best.fun:
-            best = res
-    prob, alpha, p, w = _decode(best.x, N, d, kappa)
-    return dict(N=N, d=d, kappa=kappa, ratio=-best.fun, alpha=alpha.tolist(), p=p.tolist(),
-                **{k: v for k, v in theorem1(prob, alpha, p, w).items() if k in ("chi2", "gamma", "opt_gap")})
-
-
-def search_table(cases, starts: int, maxiter: int, seed: int = 0) -> pd.DataFrame:
-    """:func:`theorem1_search` for every (N, d, kappa) case, as a tidy table (round 0; metrics ratio,
-    chi2, gamma, and alpha / p per client)."""
-    settings.positive_int(starts, "starts")
-    settings.positive_int(maxiter, "maxiter")
-    rows = []
-    for N, d, kappa in cases:
-        r = theorem1_search(N, d, kappa, starts, seed, maxiter)
-        base = dict(N=N, d=d, kappa=kappa, round=0, client=-1)
-        rows += [dict(base, metric=m, value=float(r[m])) for m in ("ratio", "chi2", "gamma")]
-        rows += [dict(base, metric=m, value=float(v), client=k) for m in ("alpha", "p") for k, v in enumerate(r[m])]
-    return pd.DataFrame(rows)
-
-
-# ================================================================================================
+# 2. Theorem 1 on strongly convex quadratics: flkit.papers.availability.theorem1
 # 3-4. FedAvg with the notes' unnormalized aggregator under Markov availability (flkit.fl.run)
 # ================================================================================================
 @dataclass
@@ -756,14 +599,141 @@ def step_verdict(st: pd.DataFrame, *used) -> tuple[bool, str]:
                 f"{', '.join(str(a) for a in sorted(set(used)))}) satisfy both conditions")
 
 
-def theorem1_numbers(best: pd.DataFrame, th: pd.DataFrame) -> dict:
-    """The numbers of the search for a tight case of Theorem 1 that the page's prose glues: the largest ratio at
-    kappa = 1, the largest relative distance (%) to 1/(2 kappa) for kappa >= 2 (nan without such kappa), the
-    median ratio on the random problems."""
-    k1 = best[best["kappa"] == 1.0]["largest ratio found"]
-    big = best[best["kappa"] >= 2]
-    rel = float((big["largest ratio found"] * 2 * big["kappa"] - 1).abs().max()) if len(big) else float("nan")
-    return dict(t1_k1=float(k1.max()), t1_rel=100 * rel, t1_median=float(th["ratio"].median()))
+# ================================================================================================
+# the page: its stored runs, its fixed examples and the verdicts of its checks
+# ================================================================================================
+BOX = dict(page="availability/markov",
+           headline="Claim: optimizing a biased F_B != F_T may make sense if it is easier than optimizing F_T",
+           tests="the Markov model of correlated availability and its second eigenvalue λ(P), CA-Fed's Theorems 1 "
+                 "and 2 on strongly convex quadratics, the step sizes of eq. (11), and the notes' lesson that a biased "
+                 "objective may be worth optimizing because it is easier")
+# the rasters: `clients` chains of `rounds` rounds per lambda, the first `shown` rounds of 8 of them drawn
+RASTER = dict(pi=0.5, lams=(-0.9, 0.0, 0.9, 0.99), clients=400, rounds=4000, shown=200)
+JOINT = dict(pis=[0.3, 0.5, 0.6], lams=[0.5, -0.8, 0.3])                  # three clients, one negative lambda
+MAP = dict(xs=[0.005, 0.01, 0.05, 0.1, 0.3], ps=[0.1, 0.3, 0.5, 0.9])     # FedAU's (x, p) grid
+def configs(cfg: dict) -> dict:
+    """The stored-run configs of the page under the settings `cfg` (:func:`profile`): "search" (the search for
+    a tight case of Theorem 1), "lam" (the lambda sweep) and "exclusion" (one per problem)."""
+    TH, seeds = cfg["thm1"], cfg["seeds"]
+    return dict(search=dict(experiment="theorem1_search", cases=[list(c) for c in TH["search"]], starts=TH["starts"],
+                            maxiter=TH["maxiter"], seed=seeds[0]),
+                lam=dict(experiment="lambda_sweep", settings=cfg["lam"], seeds=seeds),
+                exclusion=[dict(experiment="exclusion", settings=cfg["excl"], problem=ps, seeds=seeds)
+                           for ps in cfg["excl"]["problems"]])
+
+
+def search_runs(cfg: dict, where) -> pd.DataFrame:
+    """The search for a tight case of Theorem 1 (:func:`search_table`), read from the store `where` or made."""
+    TH, seed = cfg["thm1"], cfg["seeds"][0]
+    return common.cached(where, configs(cfg)["search"],
+                         lambda: search_table(TH["search"], TH["starts"], TH["maxiter"], seed=seed))
+
+
+def lambda_runs(cfg: dict, where) -> pd.DataFrame:
+    """The lambda sweep (:func:`lambda_sweep`), read from the store `where` or made."""
+    return common.cached(where, configs(cfg)["lam"], lambda: lambda_sweep(cfg["lam"], cfg["seeds"]))
+
+
+def exclusion_all(cfg: dict, where) -> pd.DataFrame:
+    """The exclusion experiment on every problem of the profile (:func:`exclusion_runs`), read from the store
+    `where` or made: columns method, round, metric, value, se, problem."""
+    ex = pd.concat([common.cached(where, c, lambda c=c: exclusion_runs(cfg["excl"], cfg["seeds"], c["problem"]))
+                    for c in configs(cfg)["exclusion"]], ignore_index=True)
+    return ex[["method", "round", "metric", "value", "se", "problem"]]
+
+
+def raster_masks(seed: int) -> dict[str, np.ndarray]:
+    """The rasters' availability (:data:`RASTER`): per lambda, "lambda=<lam>" -> a (rounds, clients) mask of
+    stationary chains with pi = RASTER["pi"] (stream "raster/<k>" of `seed`)."""
+    R = RASTER
+    return {f"lambda={lam:g}": participation.markov(np.full(R["clients"], R["pi"]), R["rounds"],
+                                                   _stream(seed, "raster", k), lam=lam)
+            for k, lam in enumerate(R["lams"])}
+
+
+def run_lengths(masks: dict, pi: float) -> pd.DataFrame:
+    """Per mask of :func:`raster_masks`: the mean length of the available runs, beside 1/((1-lambda)(1-pi))."""
+    runs = pd.DataFrame([dict(lam=float(k.split("=")[1]), measured=mean_on_run(m),
+                              exact=1 / ((1 - float(k.split("=")[1])) * (1 - pi))) for k, m in masks.items()])
+    T, N = next(iter(masks.values())).shape
+    return runs.rename(columns={"lam": "lambda", "measured": f"mean available run ({N} clients x {T} rounds)",
+                                "exact": "1/((1-lambda)(1-pi))"}).round(3)
+
+
+def autocorrelation_verdict(ac: pd.DataFrame) -> tuple[bool, str]:
+    """Lag-s autocorrelation = lambda^s (:func:`autocorrelation_check`): exact from P^s to 1e-12, every simulated
+    mean within 4 standard errors."""
+    exact_err = float((ac["closed_form"] - ac["power"]).abs().max())
+    zmax = float(ac["z"].abs().max())
+    return (exact_err < 1e-12 and zmax <= 4, f"lag-s autocorrelation = lambda^s: exact from P^s to {exact_err:.1e}; "
+            f"simulation within {zmax:.2f} standard errors (rule: at most 4) over {len(ac)} (case, lag) pairs")
+
+
+def mixing_verdict(cases, steps: int, mx: pd.DataFrame) -> tuple[bool, str]:
+    """TV distance after t steps = |lambda|^t x the initial distance: exact (:func:`mixing_exact` from three
+    starts) to 1e-12, and the simulated signed distances (:func:`mixing_check`) within 4 standard errors."""
+    ex_err = max(float((e["tv"] - e["rate"]).abs().max()) for pi, lam in cases for mu0 in (0.0, 0.3, 1.0)
+                 for e in [mixing_exact(pi, lam, mu0, steps)])
+    zmix = float(((mx["est"] - mx["exact"]) / mx["se"]).abs()[mx["t"] > 0].max())
+    return (ex_err < 1e-12 and zmix <= 4, f"TV distance after t steps = |lambda|^t x initial distance: exact to "
+            f"{ex_err:.1e}; simulated signed distance within {zmix:.2f} standard errors (rule: at most 4)")
+
+
+def joint_verdict(pis, lams) -> tuple[bool, str]:
+    """The joint chain of independent clients mixes at max_k |lambda_k| (:func:`joint_slem`), to 1e-12."""
+    slem, max_abs = joint_slem(pis, lams)
+    return (abs(slem - max_abs) < 1e-12, f"second eigenvalue modulus of the {2 ** len(pis)}-state joint chain "
+            f"{slem:.12f} = max_k |lambda_k| = {max_abs} (max_k lambda_k would give {max(lams)})")
+
+
+def map_verdict(pm: pd.DataFrame) -> tuple[bool, str]:
+    """FedAU's (x, p) = CA-Fed's (pi = p, lambda = 1 - x/p) on the feasible pairs of :func:`parameter_map`, to
+    1e-12, and the rescaled pairs are exactly the infeasible ones."""
+    feas = pm[pm["feasible"]]
+    diff, eig_err = float(feas["max_abs_diff"].max()), float((feas["lam2_fedau"] - feas["lam_map"]).abs().max())
+    return (diff < 1e-12 and eig_err < 1e-12 and bool((pm["feasible"] == ~pm["rescaled"]).all()),
+            f"FedAU (x, p) = CA-Fed (pi = p, lambda = 1 - x/p): same P to {diff:.1e}, lambda_2 = 1 - x/p to "
+            f"{eig_err:.1e} on {len(feas)} pairs; the {int(pm['rescaled'].sum())} rescaled pairs are exactly the "
+            f"infeasible ones")
+
+
+def map_table(pm: pd.DataFrame) -> pd.DataFrame:
+    """:func:`parameter_map` for reading (6 decimals; the infeasible pairs say so)."""
+    return (pm.rename(columns={"lam_map": "1 - x/p", "lam2_fedau": "lambda_2(P_FedAU)",
+                               "max_abs_diff": "max |P_FedAU - P_CA-Fed|"}).round(6)
+            .astype(object).fillna("n/a: x > p, infeasible"))
+
+
+def final_errors(lw: pd.DataFrame) -> pd.DataFrame:
+    """Per lambda of the sweep (:func:`lambda_sweep`): mean, standard deviation, count and standard error over
+    the seeds of the final F(w_T) - F^*."""
+    fin = lw[lw["metric"] == "final_gap"].groupby("lam")["value"].agg(["mean", "std", "count"])
+    fin["se"] = fin["std"] / np.sqrt(fin["count"])
+    return fin
+
+
+def fit_table(fit: dict) -> pd.DataFrame:
+    """The fitted models of :func:`fit_lambda_models`: c, d and the worst relative misfit, one row per model."""
+    return pd.DataFrame({name: dict(c=c_, d=d_, worst_rel_misfit=m_) for name, (_, (c_, d_, m_)) in fit.items()}).T
+
+
+def thm2_verdict(fin: pd.DataFrame) -> tuple[bool, str]:
+    """Theorem 2's lambda(P) term: in its regime 0 <= lambda < 1 the error at the budget (:func:`final_errors`)
+    increases by more than 3 standard errors at every step of the grid."""
+    pf = fin[fin.index >= 0]
+    zs = (pf["mean"].diff() / np.sqrt(pf["se"] ** 2 + pf["se"].shift(1) ** 2)).dropna()
+    return (bool((zs > 3).all()), f"the error at the budget increases with lambda at every step of the grid 0 <= "
+            f"lambda < 1 (smallest increase {zs.min():.1f} standard errors; rule: more than 3)")
+
+
+def summary_words(checks) -> dict:
+    """The numbers and outcome words of the page's summary, from its checks (``items.Checks``)."""
+    ok = checks.verdicts()
+    return dict(n_agree=checks.n_agree, n_checks=len(checks),
+                **{f"v_{k}": "agrees" if v else "disagrees" for k, v in ok.items()},
+                w_thm1="holds on all" if ok["thm1_random"] else "fails on some of the",
+                w_thm2="increases" if ok["thm2"] else "does not always increase",
+                w_excl="lowers" if ok["exclusion"] else "does not always lower")
 
 
 # ================================================================================================

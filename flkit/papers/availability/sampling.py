@@ -19,10 +19,8 @@ probability that client i is available.
    replacement** and weighs client i by :math:`\alpha_i M/N`. Both are unbiased for
    :math:`\sum_i\alpha_i w^{(i)}`. The notes list them in the other order (their (1) is scheme II, their (2)
    scheme I) and abbreviate the weights ("q = alpha" and "q = 1/M"); we test the paper's formulas. The
-   aggregate is :math:`c^\top W` with a random weight vector :math:`c\in\mathbb R^M`
-   (:func:`scheme_weights`); :func:`enumerate_scheme` lists every outcome with its probability (exact with
-   ``fractions.Fraction``), :func:`weight_covariance` gives Cov(c) in closed form, so that
-   :math:`\mathbb E\|c^\top W - \alpha^\top W\|^2 = \mathrm{tr}(W W^\top \mathrm{Cov}(c))`.
+   schemes are their own piece, :mod:`flkit.papers.availability.schemes` (its functions are also reachable
+   here, as before); this module draws the vectors they aggregate (:func:`local_models_of_one_round`).
 3. **Communication.** Uploading models costs :math:`\sum_k|\mathcal B_k|\,\mathrm{size} = K N\,\mathrm{size}`
    over K rounds (:func:`model_upload_bytes`), uploading the data :math:`|S_1|+\dots+|S_M|`
    (:func:`data_upload_bytes`). Top-k sparsification (:func:`topk`) of the update
@@ -33,11 +31,11 @@ Everything runs on the CPU (the notebook's ``device`` parameter is accepted and 
 """
 from __future__ import annotations
 
-import copy
 import itertools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from textwrap import fill
 from typing import Sequence
 
 import numpy as np
@@ -46,7 +44,19 @@ import torch
 from torch import Tensor
 
 from flkit import participation
-from flkit.papers import settings
+from flkit.papers import claims, settings
+from flkit.papers.availability import common
+from flkit.papers.availability.schemes import (
+    SCHEMES,
+    check_N,
+    enumerate_scheme,
+    exact_moments,
+    scheme_monte_carlo,
+    scheme_tables,
+    scheme_weights,
+    variance_curves,
+    weight_covariance,
+)
 from flkit.seeding import rng
 
 __all__ = [
@@ -55,9 +65,12 @@ __all__ = [
     "objective_check",
     "SCHEMES", "scheme_weights", "enumerate_scheme", "exact_moments", "weight_covariance", "scheme_monte_carlo",
     "model_upload_bytes", "data_upload_bytes", "notes_practical_numbers", "model_table", "dataset_bytes",
-    "cost_table", "upload_count_law", "count_uploads", "topk", "k_of", "relative_topk_error", "topk_error_curve", "TopKTask", "topk_experiment",
-    "local_models_of_one_round", "population", "inclusion_table", "plot_inclusion", "scheme_tables",
-    "variance_curves", "MNIST_MODELS",
+    "cost_table", "upload_count_law", "count_uploads", "topk", "k_of", "relative_topk_error", "topk_error_curve",
+    "TopKTask", "topk_experiment", "local_models_of_one_round", "population", "inclusion_table", "plot_inclusion",
+    "scheme_tables", "variance_curves", "MNIST_MODELS",
+    "BOX", "OBJECTIVE_B", "configs", "objective_runs", "count_runs", "topk_runs", "example_table",
+    "inclusion_verdict", "inclusion_numbers", "settling", "plot_settling", "cost_view", "cost_numbers", "upload_checks", "count_table", "topk_summary", "plot_topk", "topk_view",
+    "topk_checks", "topk_numbers", "summary_words",
 ]
 
 
@@ -94,12 +107,11 @@ PROFILES = {
 
 def profile(name: str, **overrides) -> dict:
     """The page's settings under profile `name` ("smoke": seconds, for CI; "paper": the full page).
-    `overrides` replace top-level settings (None keeps the profile's), and every setting is checked before
+    `overrides` replace top-level settings (None keeps the profile's; ``seeds``: the seeds of the random draws,
+    the first of which seeds the single draws), and every setting is checked before
     any work (`settings.check_profile`; burn_in < rounds, per_round <= clients)."""
-    if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
     where = f"sampling profile {name!r}"
-    cfg = settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, where)
+    cfg = common.profile_of("sampling", PROFILES, name, overrides)
     if cfg["objective"]["burn_in"] >= cfg["objective"]["rounds"]:
         raise ValueError(f"{where}: objective.burn_in ({cfg['objective']['burn_in']}) must be < objective.rounds "
                          f"({cfg['objective']['rounds']})")
@@ -130,12 +142,6 @@ def _fractions(pi) -> list[Fraction]:
     return out
 
 
-def _check_N(N, M: int) -> int:
-    if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or not 1 <= N <= M:
-        raise ValueError(f"N (clients picked per round) must be an int in [1, {M}], got {N!r}")
-    return int(N)
-
-
 def exact_inclusion(pi, N: int) -> list[Fraction]:
     r""":math:`P(i\in\mathcal B_k)` for "N clients uniformly among the available ones" when client j is
     available independently with probability :math:`\pi_j`, by enumerating the :math:`2^M` availability
@@ -146,7 +152,7 @@ def exact_inclusion(pi, N: int) -> list[Fraction]:
     if M > 16:
         raise ValueError(f"exact enumeration visits 2^M patterns; M = {M} > 16 is too many (use "
                          f"flkit.participation.inclusion_probability)")
-    N = _check_N(N, M)
+    N = check_N(N, M)
     out = [Fraction(0)] * M
     for pattern in itertools.product((False, True), repeat=M):
         prob = Fraction(1)
@@ -231,124 +237,8 @@ def objective_check(pi, N: int, b, *, rounds: int, burn_in: int, lr: float, seed
 
 
 # ================================================================================================
-# 2. Li et al.'s two schemes: unbiasedness and variance
+# 2. Li et al.'s two schemes: flkit.papers.availability.schemes; the vectors they aggregate
 # ================================================================================================
-SCHEMES = {
-    "I": "N draws with replacement, P(i) = alpha_i; weight 1/N per draw",
-    "II": "N distinct clients uniformly; weight alpha_i M / N",
-}
-
-
-def _check_scheme(scheme: str) -> str:
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; choose one of {sorted(SCHEMES)} (Li et al., ICLR 2020)")
-    return scheme
-
-
-def _check_alpha(alpha) -> None:
-    a = [float(v) for v in alpha]
-    if not a or any(v <= 0 for v in a) or abs(sum(a) - 1) > 1e-9:
-        raise ValueError(f"alpha must be positive weights summing to 1, got {list(alpha)}")
-
-
-def scheme_weights(scheme: str, counts, alpha, N: int) -> np.ndarray:
-    r"""The random weight vector c of an aggregate :math:`c^\top W`: scheme I :math:`c_i = m_i/N` (m_i the
-    times client i was drawn), scheme II :math:`c_i = 1_{i\in S}\,\alpha_i M/N`. counts (..., M)."""
-    _check_scheme(scheme)
-    m = np.asarray(counts, dtype=float)
-    a = np.asarray(alpha, dtype=float)
-    if m.shape[-1] != a.size:
-        raise ValueError(f"counts has {m.shape[-1]} clients, alpha {a.size}")
-    return m / N if scheme == "I" else (m > 0) * a * a.size / N
-
-
-def enumerate_scheme(alpha, N: int, scheme: str) -> list[tuple]:
-    """Every outcome of one round as (probability, weight vector c as a tuple), in Python arithmetic (exact
-    with Fractions). Scheme I: the multisets of N draws, probability N!/prod m_i! prod alpha_i^m_i; scheme II:
-    the C(M, N) subsets, probability 1/C(M, N)."""
-    _check_scheme(scheme)
-    _check_alpha(alpha)
-    M = len(alpha)
-    N = _check_N(N, M)
-    out = []
-    if scheme == "I":
-        for combo in itertools.combinations_with_replacement(range(M), N):
-            m = [combo.count(i) for i in range(M)]
-            prob = math.factorial(N) // math.prod(math.factorial(v) for v in m)
-            for i, v in enumerate(m):
-                prob = prob * alpha[i] ** v
-            out.append((prob, tuple(Fraction(v, N) if isinstance(alpha[0], Fraction) else v / N for v in m)))
-    else:
-        total = math.comb(M, N)
-        for S in itertools.combinations(range(M), N):
-            prob = Fraction(1, total) if isinstance(alpha[0], Fraction) else 1 / total
-            c = tuple(alpha[i] * M / N if i in S else 0 * alpha[i] for i in range(M))
-            out.append((prob, c))
-    return out
-
-
-def exact_moments(alpha, N: int, scheme: str, W) -> tuple:
-    r"""(E[c^T W], E||c^T W - alpha^T W||^2) by enumeration; W (M, d) a list of rows (Fractions stay exact)
-    or an array (floats)."""
-    outcomes = enumerate_scheme(alpha, N, scheme)
-    if isinstance(W, np.ndarray) or torch.is_tensor(W):
-        Wn = np.asarray(W, dtype=float)
-        P = np.array([float(p) for p, _ in outcomes])
-        C = np.array([[float(v) for v in c] for _, c in outcomes])
-        target = np.asarray([float(a) for a in alpha]) @ Wn
-        D = C - np.asarray([float(a) for a in alpha])
-        G = Wn @ Wn.T
-        return P @ C @ Wn, float(P @ np.einsum("si,ij,sj->s", D, G, D)), target
-    d = len(W[0])
-    mean = [sum(p * sum(c[i] * W[i][j] for i in range(len(c))) for p, c in outcomes) for j in range(d)]
-    target = [sum(alpha[i] * W[i][j] for i in range(len(alpha))) for j in range(d)]
-    var = sum(p * sum((sum(c[i] * W[i][j] for i in range(len(c))) - target[j]) ** 2 for j in range(d))
-              for p, c in outcomes)
-    return mean, var, target
-
-
-def weight_covariance(alpha, N: int, scheme: str) -> np.ndarray:
-    r"""Cov(c) in closed form. Scheme I: :math:`(\mathrm{diag}(\alpha) - \alpha\alpha^\top)/N` (multinomial);
-    scheme II: :math:`c_i = \frac{M\alpha_i}{N}1_{i\in S}` with :math:`P(i\in S) = \frac NM`,
-    :math:`P(i, j\in S) = \frac{N(N-1)}{M(M-1)}`."""
-    _check_scheme(scheme)
-    _check_alpha(alpha)
-    a = np.asarray(alpha, dtype=float)
-    M = a.size
-    N = _check_N(N, M)
-    if scheme == "I":
-        return (np.diag(a) - np.outer(a, a)) / N
-    pi = N / M
-    pij = N * (N - 1) / (M * (M - 1)) if M > 1 else pi
-    cov_ind = np.full((M, M), pij - pi * pi)
-    np.fill_diagonal(cov_ind, pi * (1 - pi))
-    s = a * M / N
-    return cov_ind * np.outer(s, s)
-
-
-def scheme_monte_carlo(sizes, N: int, scheme: str, *, runs: int, draws_per_run: int, seed: int) -> np.ndarray:
-    """runs x draws_per_run independent weight vectors c (rows), drawn by the package's samplers among M
-    always-available clients with data sizes `sizes` (alpha = sizes / sum): scheme I
-    ``flkit.sample.ProportionalK(N, replace=True)``, scheme II ``flkit.sample.UniformK(N)``. Run r uses the
-    seed ``seed * 100_000 + r`` (its own "selection" stream)."""
-    from flkit import sample
-    _check_scheme(scheme)
-    settings.positive_int(runs, "runs")
-    settings.positive_int(draws_per_run, "draws_per_run")
-    s = np.asarray(sizes, dtype=float)
-    M = s.size
-    N = _check_N(N, M)
-    sampler = sample.ProportionalK(N, replace=True) if scheme == "I" else sample.UniformK(N)
-    state = sampler.init(runs, M, torch.as_tensor(np.broadcast_to(s, (runs, M)).copy()),
-                         [seed * 100_000 + r for r in range(runs)])
-    avail = torch.ones(runs, M, dtype=torch.bool)
-    out = np.empty((draws_per_run, runs, M))
-    for t in range(draws_per_run):
-        counts, state = sampler.select(state, t, avail)
-        out[t] = counts.numpy()
-    return scheme_weights(scheme, out.reshape(-1, M), s / s.sum(), N)
-
-
 def local_models_of_one_round(cfg: dict, seed: int) -> dict:
     """The M local models (and updates w - y) of one FedAvg round on MNIST, all clients training from the same
     initial model: logistic regression (`flkit.models.logreg`), Dirichlet(cfg["dirichlet"]) label split of
@@ -698,61 +588,251 @@ def plot_inclusion(tab: pd.DataFrame, ax_incl, ax_weight) -> None:
     ax_weight.legend(*zip(*keep), loc="upper left")
 
 
-def scheme_tables(vectors: dict, alpha, Ns: Sequence[int], *, enumerate_max_N: int, runs: int,
-                  draws_per_run: int, seed: int, sizes) -> tuple[pd.DataFrame, pd.DataFrame]:
-    r"""Both schemes on given client vectors (``vectors``: name -> (M, d) array, e.g. the local models and the
-    updates of one round). Returns
-
-    * ``exact``: per (vectors, scheme, N <= enumerate_max_N) the relative bias
-      :math:`\|\mathbb E[c^\top W] - \alpha^\top W\|/\|\alpha^\top W\|` by enumeration and the variance
-      :math:`\mathbb E\|c^\top W - \alpha^\top W\|^2` by enumeration and in closed form;
-    * ``mc``: per (vectors, scheme, N) with ``runs x draws_per_run`` draws of the package's samplers: the
-      chi-square statistic of :math:`\bar c = \alpha` with the exact covariance (rank r degrees of freedom) and
-      its p-value, the relative error of the mean aggregate and its expected size under unbiasedness
-      :math:`\sqrt{\mathrm{tr}(G\Sigma)/D}/\|\alpha^\top W\|`, the Monte Carlo variance with its standard error
-      and the exact one."""
-    from scipy import stats
-    a = np.asarray(alpha, dtype=float)
-    ex, mc = [], []
-    for scheme in ("I", "II"):
-        for N in Ns:
-            C = scheme_monte_carlo(sizes, N, scheme, runs=runs, draws_per_run=draws_per_run, seed=seed)
-            Sig = weight_covariance(a, N, scheme)
-            D = len(C)
-            dev = C.mean(0) - a
-            evals, evecs = np.linalg.eigh(Sig)
-            keep = evals > 1e-12 * max(1e-300, evals.max())
-            r = int(keep.sum())
-            proj = evecs[:, keep].T @ dev
-            chi2 = float(D * (proj ** 2 / evals[keep]).sum()) if r else float("nan")
-            pval = float(stats.chi2.sf(chi2, r)) if r else float("nan")
-            for name, W in vectors.items():
-                W = np.asarray(W, dtype=float)
-                G = W @ W.T
-                tnorm = float(np.linalg.norm(a @ W))
-                err2 = np.einsum("si,ij,sj->s", C - a, G, C - a)
-                var = float(np.trace(G @ Sig))
-                mc.append(dict(vectors=name, scheme=scheme, N=N, draws=D, chi2=chi2, dof=r, p_value=pval,
-                               rel_mean_error=float(np.sqrt(max(dev @ G @ dev, 0.0))) / tnorm,
-                               rel_mean_error_scale=np.sqrt(var / D) / tnorm,
-                               var_mc=float(err2.mean()), var_mc_se=float(err2.std(ddof=1) / np.sqrt(D)),
-                               var_exact=var))
-                if N <= enumerate_max_N:
-                    mean, v_enum, target = exact_moments(list(a), N, scheme, W)
-                    ex.append(dict(vectors=name, scheme=scheme, N=N, outcomes=len(enumerate_scheme(list(a), N, scheme)),
-                                   rel_bias=float(np.linalg.norm(mean - target)) / tnorm, var_enum=v_enum,
-                                   var_closed=var))
-    return pd.DataFrame(ex), pd.DataFrame(mc)
+# ================================================================================================
+# the page: its stored runs, its readings and the verdicts of its checks
+# ================================================================================================
+BOX = dict(page="availability/sampling",
+           headline="Claim: FedAvg is still prone to the bias due to heterogeneous client availability",
+           tests="that FedAvg picking N of the available clients uniformly is still biased (the notes' 5/6 example), "
+                 "the two unbiased sampling schemes of Li et al. and their variances, the count of uploads K N, and "
+                 "the cost of communication with top-k compression of the update rather than of the model")
+OBJECTIVE_B = [[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]]     # the clients' optima b_i in the notes' example (N = 2)
 
 
-def variance_curves(vectors: dict, alpha) -> pd.DataFrame:
-    """Exact E||c^T W - alpha^T W||^2 for every N = 1..M, both schemes, every set of vectors."""
-    a = np.asarray(alpha, dtype=float)
-    rows = []
-    for name, W in vectors.items():
-        G = np.asarray(W, dtype=float) @ np.asarray(W, dtype=float).T
-        for scheme in ("I", "II"):
-            for N in range(1, a.size + 1):
-                var = float(np.trace(G @ weight_covariance(a, N, scheme)))
-                rows.append(dict(vectors=name, scheme=scheme, N=N, var=var))
-    return pd.DataFrame(rows)
+def configs(cfg: dict) -> dict:
+    """The stored-run configs of the page under the settings `cfg` (:func:`profile`): "objective" (where FedAvg
+    settles in the notes' example), "count" (one per availability of the upload count) and "topk"."""
+    CU = cfg["comm"]["count"]
+    return dict(objective=dict(experiment="sampling_objective", pi=[1, 1, 0.5], N=2, b=OBJECTIVE_B, **cfg["objective"]),
+                count=[dict(experiment="sampling_count_uploads", M=CU["M"], N=CU["N"], K=CU["K"], dim=CU["dim"], pi=pi,
+                            seeds=CU["seeds"]) for pi in CU["pis"]],
+                topk=dict(experiment="sampling_topk", seeds=cfg["seeds"], **cfg["topk"]))
+
+
+def objective_runs(cfg: dict, where) -> pd.DataFrame:
+    """:func:`objective_check` on the notes' example (:data:`NOTES_EXAMPLE`, optima :data:`OBJECTIVE_B`), read
+    from the store `where` or made."""
+    oc = cfg["objective"]
+    return common.cached(where, configs(cfg)["objective"],
+                         lambda: objective_check(NOTES_EXAMPLE["pi"], 2, OBJECTIVE_B, **oc)
+                         .assign(round=oc["rounds"], metric="w_time_average"))
+
+
+def count_runs(cfg: dict, where) -> pd.DataFrame:
+    """:func:`count_uploads` at every availability of the profile, read from the store `where` or made."""
+    CU = cfg["comm"]["count"]
+    return pd.concat([common.cached(where, c, lambda c=c: count_uploads(CU["M"], CU["N"], CU["K"], c["pi"],
+                                                                       CU["seeds"], CU["dim"])
+                                    .assign(round=CU["K"], metric="uploads", value=lambda d: d["uploads"]))
+                      for c in configs(cfg)["count"]], ignore_index=True)
+
+
+def topk_runs(cfg: dict, where) -> pd.DataFrame:
+    """:func:`topk_experiment` of the profile, read from the store `where` or made."""
+    return common.cached(where, configs(cfg)["topk"], lambda: topk_experiment(cfg["topk"], cfg["seeds"]))
+
+
+def example_table(P, alpha) -> tuple[pd.DataFrame, list, list]:
+    """The notes' example (:data:`NOTES_EXAMPLE`) in exact arithmetic: per client pi_i, the inclusion probability
+    P_i, the target alpha_i, the weights p_i of the objective with q_i = alpha_i and with q_i = alpha_i / P_i.
+    Returns (the table as text, p with q = alpha, p with q = alpha / P)."""
+    p_fedavg = effective_weights(P, alpha)
+    q_fix = [a / Pi for a, Pi in zip(alpha, P)]
+    p_fix = effective_weights(P, q_fix)
+    tab = pd.DataFrame({"pi_i": NOTES_EXAMPLE["pi"], "P(i in B_k)": P, "target alpha_i": alpha,
+                        "p_i (q_i = alpha_i)": p_fedavg, "q_i = alpha_i / P_i": q_fix, "p_i (that q_i)": p_fix},
+                       index=["client 1", "client 2", "client 3"]).map(str)
+    return tab, p_fedavg, p_fix
+
+
+def inclusion_verdict(inc: pd.DataFrame) -> tuple[bool, str]:
+    """The Monte Carlo inclusion frequencies of :func:`inclusion_table` within 4 standard errors of the law."""
+    zmax, nz = float(np.nanmax(np.abs(inc["z"]))), int(inc["z"].notna().sum())
+    return zmax <= 4, f"max |z| = {zmax:.2f} over {nz} estimates <= 4"
+
+
+def inclusion_numbers(inc: pd.DataFrame, pi, Ns) -> dict:
+    """The numbers and words of the inclusion section that the page's prose glues: the weights p_i (q = 1) of
+    the least and the most available client over N, their ratio against pi_max / pi_min, the chi-square
+    divergences from the uniform target per N and for "use all available clients"."""
+    w = inc.assign(p=inc["exact"] / inc.groupby("N")["exact"].transform("sum"))
+    chi = pd.Series({N: float(chi2_divergence(np.full(len(g), 1 / len(g)), g["p"])) for N, g in w.groupby("N")})
+    chi_all = float(chi2_divergence(np.full(len(pi), 1 / len(pi)), pi / pi.sum()))
+    lo, hi = w[w["pi"] == pi.min()], w[w["pi"] == pi.max()]
+    ratio = (hi.set_index("N")["p"] / lo.set_index("N")["p"])
+    sharper = bool((ratio[ratio.index < len(pi)] > pi.max() / pi.min()).all())
+    return dict(pi_lo=pi.min(), pi_hi=pi.max(), p_lo_min=lo["p"].min(), p_lo_max=lo["p"].max(),
+                p_hi_min=hi["p"].min(), p_hi_max=hi["p"].max(), p_target=1 / len(pi), Ns=str(Ns),
+                ratio_min=ratio.min(), ratio_max=ratio.max(), ratio_all=pi.max() / pi.min(),
+                chi_N=", ".join(f"{v:.3f} (N = {n})" for n, v in chi.items()), chi_all=chi_all,
+                w_sharp="larger" if sharper else "smaller", w_skew="even more" if sharper else "less")
+
+
+def settling(obj: pd.DataFrame, w_B, w_T) -> list[tuple[str, str, bool]]:
+    """Where FedAvg settles (:func:`objective_runs`): per rule, (a line on its time-averaged iterate against
+    the predicted minimizer, the name of the check, whether every coordinate is within 3 standard errors)."""
+    summ = obj.groupby(["method", "coord"])["value"].agg(["mean", "sem"])
+    out = []
+    for method, target, name in (("q=1", w_B, "argmin F_B"), ("q=alpha/P", w_T, "argmin F_T")):
+        m, s = summ.loc[method, "mean"].to_numpy(), summ.loc[method, "sem"].to_numpy()
+        out.append((f"{method}: time-averaged w = {np.round(m, 4)} +- {np.round(s, 4)};  {name} = "
+                    f"{np.round(target, 4)}", f"FedAvg {method} converges to {name}",
+                    bool(np.all(np.abs(m - target) <= 3 * s))))
+    return out
+
+
+def plot_settling(obj: pd.DataFrame, b, w_B, w_T, oc: dict):
+    """Left: the clients' optima and the two minimizers; right: the time-averaged iterate of every seed minus the
+    predicted minimizer of its rule. Returns the figure."""
+    from flkit import plots
+    fig, axes = plots.figure(1, 2, row_height=4.0)
+    axes = axes[0]
+    ax = axes[0]
+    ax.plot(*np.array(b).T, "ks", label="client optima $b_i$")
+    ax.plot(*w_B, "*", color="tab:blue", ms=16, mec="k", label=r"$\arg\min F_B$, $p = (5/12, 5/12, 1/6)$")
+    ax.plot(*w_T, "*", color="tab:red", ms=16, mec="k", label=r"$\arg\min F_T$, $\alpha = (1/3, 1/3, 1/3)$")
+    ax.set(xlabel="$w_1$", ylabel="$w_2$", aspect="equal")
+    ax.set_title(fill("the two minimisers", 44), fontsize=9.5)
+    qtext = {"q=1": "$q = 1$", "q=alpha/P": r"$q = \alpha/P$"}
+    for (method, target, col, name) in (("q=1", w_B, "tab:blue", "F_B"), ("q=alpha/P", w_T, "tab:red", "F_T")):
+        pts = obj[obj["method"] == method].pivot(index="seed", columns="coord", values="value").to_numpy() - target
+        axes[1].plot(pts[:, 0], pts[:, 1], "o", ms=4, alpha=0.6, color=col,
+                     label=f"{qtext[method]}: minus argmin ${name}$")
+    axes[1].axhline(0, color="grey", lw=0.8)
+    axes[1].axvline(0, color="grey", lw=0.8)
+    axes[1].set(xlabel="$w_1$ offset", ylabel="$w_2$ offset")
+    axes[1].set_title(fill("time average minus the predicted minimiser, one dot per seed", 44), fontsize=9.5)
+    # one legend below both panels: inside, it would cover the client optimum at (0, 4) or the dots
+    fig.legend(*[sum(z, []) for z in zip(*(a.get_legend_handles_labels() for a in axes))],
+               loc="outside lower center", ncol=2, markerscale=0.6)
+    fig.suptitle(fill(f"Where FedAvg settles (notes' example, N=2, step {oc['lr']}, {oc['rounds']} rounds, "
+                      f"{len(oc['seeds'])} seeds)", 100), fontsize=9.5)
+    return fig
+
+
+def cost_view(ct: pd.DataFrame) -> pd.DataFrame:
+    """:func:`cost_table` for reading: bytes in GB, the ratio to the data upload and the break-even rounds."""
+    GB = lambda col: (ct[col] / 1e9).round(3)  # noqa: E731
+    return pd.DataFrame({"model": ct["model"], "params d": ct["params"], "N": ct["N"],
+                         "FL uploads K N 4d (GB)": GB("fl_bytes"), "top-10% (GB)": GB("fl_bytes_top10"),
+                         "top-1% (GB)": GB("fl_bytes_top1"), "MNIST upload (GB)": GB("data_bytes"),
+                         "FL / data": ct["ratio"].round(1), "break-even K*": ct["break_even_K"].round(2)}
+                        ).set_index(["model", "N"])
+
+
+def cost_numbers(ct: pd.DataFrame, data: dict, nums: dict, N0: int) -> dict:
+    """The numbers of the communication section that the page's prose glues, for N = `N0`: logistic regression
+    and the largest model against uploading the MNIST data once (`data`: :func:`dataset_bytes`)."""
+    lr_, big = ct[(ct["model"] == "logreg") & (ct["N"] == N0)].iloc[0], ct[ct["N"] == N0].sort_values("params").iloc[-1]
+    return dict(mnist_mb=data["bytes_uint8"] / 1e6, K=nums["K"], N0=N0, lr_params=int(lr_["params"]),
+                lr_gb=lr_["fl_bytes"] / 1e9, lr_ratio=lr_["ratio"], lr_k=lr_["break_even_K"], big_model=big["model"],
+                big_params=int(big["params"]), big_ratio=big["ratio"], big_k=big["break_even_K"],
+                top1_factor=lr_["fl_bytes"] / lr_["fl_bytes_top1"], w_single="more" if big["break_even_K"] < 1 else "less")
+
+
+def upload_checks(cu: pd.DataFrame, CU: dict) -> list[tuple[str, bool, str]]:
+    """The upload count (:func:`count_runs`) as (name, passed, rule): exactly K N with every client always
+    available, and K E min(N, |A_k|) (``claims.agree``: within 2 standard errors) at every availability."""
+    full = cu[cu["pi_min"] == 1.0]
+    out = [("uploads = K N, full availability",
+            bool((full["uploads"] == full["KN"]).all() and (full["bytes"] == full["KN_bytes"]).all()),
+            f"every run with pi = 1: uploads = K N = {CU['K'] * CU['N']:,} and bytes = 4 d K N exactly")]
+    for pi_, g in cu.groupby("pi_min"):
+        ag = claims.agree(f"pi = {pi_:g}", g["uploads"], g["expected"].iloc[0])
+        out.append((f"uploads = K E min(N, |A_k|), pi = {pi_:g}", ag.ok,
+                    f"mean uploads {ag.ours:,.1f} against the exact {ag.reference:,.1f} (|diff| <= 2 s.e. = "
+                    f"{ag.margin:.1f}; K N = {CU['K'] * CU['N']:,})"))
+    return out
+
+
+def count_table(cu: pd.DataFrame) -> pd.DataFrame:
+    """Per availability: mean and standard deviation of the uploads over the seeds, the exact expectation, K N."""
+    return cu.groupby("pi_min").agg(uploads=("uploads", "mean"), sd=("uploads", "std"), exact=("expected", "first"),
+                                    KN=("KN", "first"))
+
+
+def topk_summary(tk: pd.DataFrame, rounds: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """From :func:`topk_runs`: the test accuracy rows, the relative top-k error curves of the dense runs' uploads
+    (mean, min, max over rounds per metric and fraction) and the final accuracy per method (mean, s.e., seeds)."""
+    acc = tk[tk["metric"] == "test_acc"]
+    err = tk[tk["metric"].isin(["error_update", "error_model"])]
+    curve = err.groupby(["metric", "frac"])["value"].agg(["mean", "min", "max"]).reset_index()
+    final = acc[acc["round"] == rounds].groupby("method")["value"].agg(["mean", "sem", "count"])
+    return acc, curve, final
+
+
+def plot_topk(axes, curve: pd.DataFrame, acc: pd.DataFrame, tc: dict) -> None:
+    """Left: the relative top-k error of the update and of the model against k/d; right: the test accuracy of
+    FedAvg with each compression of the uploads."""
+    for met, col, lab in (("error_update", "tab:blue", r"update $w_{k,E} - w_{k,0}$"),
+                          ("error_model", "tab:red", r"model $w_{k,E}$")):
+        g = curve[curve["metric"] == met]
+        axes[0].plot(g["frac"], g["mean"], "o-", color=col, label=lab)
+        axes[0].fill_between(g["frac"], g["min"], g["max"], color=col, alpha=0.2)
+    axes[0].set(xscale="log", xlabel="k / d (fraction of entries kept)", ylabel=r"$\|x - \mathrm{top}_k(x)\| / \|x\|$")
+    axes[0].legend(title="x =")
+    axes[0].set_title(fill("Relative top-k error of the uploads (mean over rounds; band: min-max)", 44), fontsize=9.5)
+    cols = {"dense": "k", "top-0.1 update": "tab:blue", "top-0.01 update": "tab:cyan", "top-0.1 model": "tab:red",
+            "top-0.01 model": "tab:orange"}
+    for method, g in acc.groupby("method"):
+        m = g.groupby("round")["value"].mean()
+        axes[1].plot(m.index, m.values, "o-", ms=3, color=cols.get(method), label=method.replace("top-", "k/d = "))
+    axes[1].set(xlabel="round", ylabel="test accuracy (mean over seeds)")
+    axes[1].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # below: the curves fill the axes
+    axes[1].set_title(fill(f"FedAvg on MNIST with top-k uploads ({tc['model']}, N={tc['per_round']} of "
+                           f"M={tc['clients']})", 44), fontsize=9.5)
+
+
+def topk_view(final: pd.DataFrame, tk: pd.DataFrame, d: int) -> pd.DataFrame:
+    """The final accuracy per method with the bytes of one upload (float32 dense; top-k: values and int32
+    indices) and the mean relative error of the sent messages, for reading."""
+    bytes_up = {m: (4 * d if m == "dense" else 8 * k_of(float(m.split()[0][4:]), d)) for m in final.index}
+    sent = tk[tk["metric"] == "sent_error"].groupby("method")["value"].mean()
+    return (final.assign(**{"bytes per upload": pd.Series(bytes_up), "mean error of the sent message": sent}).round(4)
+            .astype(object).fillna("n/a: dense, nothing dropped"))
+
+
+def topk_checks(curve: pd.DataFrame, final: pd.DataFrame, tc: dict, seeds) -> list[tuple[str, bool, str]]:
+    """The top-k claims as (name, passed, rule): the error of the update is below the model's at every k/d < 1,
+    and at every compression the update's final accuracy is above the model's by more than 3 standard errors
+    (one seed: above)."""
+    ce = curve.pivot_table(index="frac", columns="metric", values="mean")
+    below = ce[ce.index < 1]
+    out = [("top-k error smaller for the update than for the model",
+            bool((below["error_update"] < below["error_model"]).all()), f"at every k/d < 1 in {list(below.index)}")]
+    for f_ in [x for x in tc["fracs"] if x < 1]:
+        u, m_ = final.loc[f"top-{f_:g} update"], final.loc[f"top-{f_:g} model"]
+        diff, s_ = u["mean"] - m_["mean"], float(np.hypot(u["sem"], m_["sem"])) if len(seeds) > 1 else float("nan")
+        out.append((f"accuracy after {tc['rounds']} rounds, top-{f_:g}: update > model",
+                    bool(diff > 3 * s_ if len(seeds) > 1 else diff > 0),
+                    f"difference {diff:.3f} > 3 s.e. ({s_:.3f}, {len(seeds)} seeds)" if len(seeds) > 1 else
+                    "one seed: difference > 0"))
+    return out
+
+
+def topk_numbers(curve: pd.DataFrame, final: pd.DataFrame, tk: pd.DataFrame, rounds: int) -> dict:
+    """The numbers of the top-k section that the page's prose glues: the relative errors at k/d near 1% and
+    10%, the final accuracy of every method, the sent error of top-1% models at the first and the last round."""
+    ce = curve.pivot_table(index="frac", columns="metric", values="mean")
+    first_last = tk[tk["metric"] == "sent_error"].groupby(["method", "round"])["value"].mean().unstack("round")
+    e1 = ce.loc[min(ce.index, key=lambda x: abs(x - 0.01))]
+    e10 = ce.loc[min(ce.index, key=lambda x: abs(x - 0.1))]
+    acc_of = {m.replace("top-", "acc_").replace(".", "").replace(" ", "_"): final.loc[m, "mean"] for m in final.index}
+    return dict(e1_upd=100 * e1["error_update"], e1_mod=100 * e1["error_model"], e10_upd=100 * e10["error_update"],
+                e10_mod=100 * e10["error_model"], rounds=rounds, **acc_of,
+                sent_first=first_last.loc["top-0.01 model"].iloc[0],
+                sent_last=first_last.loc["top-0.01 model"].iloc[-1])
+
+
+def summary_words(checks, ct: pd.DataFrame, nums: dict, final: pd.DataFrame, model: str) -> dict:
+    """The numbers and outcome words of the page's summary, from its checks (``items.Checks``)."""
+    acc = [k for k in checks.verdicts() if k.startswith("accuracy after")]
+    return dict(n_agree=checks.n_agree, n_checks=len(checks), comm_min=ct["ratio"].min(), comm_max=ct["ratio"].max(),
+                uploads=nums["uploads"], acc_list=", ".join(f"{final.loc[m, 'mean']:.3f} ({m})" for m in final.index),
+                model=model,
+                w_56="exactly" if checks.ok("5/6, exact", "5/6, package law", "5/6, Monte Carlo") else "not exactly",
+                w_fix=("removes" if checks.ok("FedAvg q=1 converges to argmin F_B",
+                                              "FedAvg q=alpha/P converges to argmin F_T") else "does not remove"),
+                w_30k="agrees with" if checks.ok("the notes' 30K") else "does not agree with",
+                w_topk=("keeps" if checks.ok("top-k error smaller for the update than for the model", *acc) else
+                        "does not always keep"))

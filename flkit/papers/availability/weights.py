@@ -13,7 +13,8 @@ In flkit's sign convention (:mod:`flkit.aggregate`: :math:`\Delta_i = w_k - w_i`
 with the per-round weights :math:`c_i(A) = q_i 1\{i\in A\}/\sum_{j\in A}q_j` (normalized, :math:`\eta = 1`)
 or :math:`c_i(A) = q_i 1\{i\in A\}` (unnormalized, :math:`\eta = \gamma_s`). Everything on this page
 follows from the law of the random vector :math:`c(A)` under independent Bernoulli(:math:`\pi_i`)
-availability, computed exactly by enumerating the :math:`2^N` patterns (:func:`weight_law`).
+availability, computed exactly by enumerating the :math:`2^N` patterns (:func:`weight_law`; the exact laws and
+moments are their own piece, :mod:`flkit.papers.availability.moments`, reachable here as before).
 
 The test problems are the closed-form quadratics :math:`F_i(w) = \frac12 (w-b_i)^\top A_i (w-b_i)` of
 :func:`flkit.datasets.quadratic_clients` (diagonal :math:`A_i`) with one local gradient step, so that
@@ -24,11 +25,10 @@ covariance of the iterates obey an exact recursion (:func:`expected_sq_distance`
 """
 from __future__ import annotations
 
-import copy
-import itertools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from textwrap import fill
 
 import numpy as np
 import pandas as pd
@@ -37,6 +37,21 @@ import torch
 from flkit import aggregate, fl, participation
 from flkit.datasets import QuadraticProblem, quadratic_clients
 from flkit.papers import settings
+from flkit.papers.availability import common
+from flkit.papers.availability.moments import (
+    MAX_ENUM_CLIENTS,
+    aggregate_moments,
+    biased_weights,
+    effective_weights,
+    eta_max,
+    expected_sq_distance,
+    monte_carlo_aggregate,
+    monte_carlo_weights,
+    stationary_sq_distance,
+    total_weight_moments,
+    weight_law,
+    weight_moments,
+)
 from flkit.seeding import rng
 from flkit.tasks import QuadraticTask
 
@@ -46,12 +61,14 @@ __all__ = [
     "effective_weights", "weight_law", "weight_moments", "aggregate_moments", "monte_carlo_weights",
     "monte_carlo_aggregate", "zscore", "expected_sq_distance", "stationary_sq_distance", "eta_max",
     "fairness_table", "fairness_runs", "floor_rules", "floor_runs", "one_aggregate_table", "spread_table",
-    "total_weight_moments", "server_step_table", "common_hessian", "edge_runs", "server_step_checks",
+    "total_weight_moments",
     "worked_example_table", "limit_cases", "limit_runs", "limit_summary", "limit_table", "finding_words",
-    "PALETTE", "LIMIT_REFS", "plot_fairness_2d", "plot_spread", "plot_floors", "plot_limits",
+    "PALETTE", "LIMIT_REFS", "plot_fairness_2d", "plot_spread", "plot_floors", "plot_limits", "MAX_ENUM_CLIENTS",
+    "BOX", "problem_of", "configs", "floor_all", "limit_all", "plot_fairness", "fairness_view",
+    "fairness_checks", "fairness_numbers", "one_aggregate_checks", "variance_checks", "variance_numbers",
+    "floor_check", "floor_numbers", "example_checks",
+    "example_numbers", "limit_checks", "case_checks", "summary_numbers",
 ]
-
-MAX_ENUM_CLIENTS = 16  # 2^16 availability patterns is the most the exact computations enumerate
 
 # ================================================================================================
 # settings
@@ -73,13 +90,18 @@ PROFILES = {
 }
 
 
-def profile(name: str, **overrides) -> dict:
+def profile(name: str, seeds=None, **overrides) -> dict:
     """The page's settings under profile `name` ("smoke": seconds, "paper": the page of the book).
-    `overrides` replace top-level settings (None keeps the profile's), and every setting is checked before
-    any work (`settings.check_profile`: rounds >= 1, seeds non-empty, probabilities in (0, 1], ...)."""
-    if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
-    return settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, f"weights profile {name!r}")
+    `overrides` replace top-level settings (None keeps the profile's; ``mc_draws``: the Monte Carlo rounds of
+    the one-round checks); `seeds`, when given, replace the seeds of the error-floor and of the limit runs (not
+    those of the server-step runs). Every setting is checked before any work (`settings.check_profile`: rounds
+    >= 1, seeds non-empty, probabilities in (0, 1], ...)."""
+    cfg = common.profile_of("weights", PROFILES, name, overrides)
+    if seeds is not None:
+        for part in ("floor", "limits"):
+            cfg[part]["seeds"] = [int(v) for v in seeds]
+        settings.check_profile(cfg, f"weights profile {name!r}")
+    return cfg
 
 
 # The notes' worked example: three clients, alpha_i = 1/3, pi ~ (1/2, 1/6, 1), q = (2, 6, 1).
@@ -203,163 +225,9 @@ def linear_pi(n: int, pi_min: float) -> np.ndarray:
 
 
 # ================================================================================================
-# exact laws by enumeration, and Monte Carlo beside them
+# exact laws by enumeration, Monte Carlo beside them, exact moments of the iterates:
+# flkit.papers.availability.moments
 # ================================================================================================
-def _check_pi_q(pi, q) -> tuple[list, list]:
-    pi, q = list(pi), list(q)
-    if len(pi) != len(q) or not pi:
-        raise ValueError(f"pi and q must have the same positive length, got {len(pi)} and {len(q)}")
-    if len(pi) > MAX_ENUM_CLIENTS:
-        raise ValueError(f"exact enumeration takes at most {MAX_ENUM_CLIENTS} clients, got {len(pi)}")
-    if any(not (0 < p <= 1) for p in pi):
-        raise ValueError(f"availabilities pi must lie in (0, 1], got {pi}")
-    if any(not (v > 0) for v in q):
-        raise ValueError(f"aggregation weights q must be positive, got {q}")
-    return pi, q
-
-
-def biased_weights(pi, q):
-    r"""The notes' :math:`p_i = \pi_i q_i / \sum_j \pi_j q_j` (exact for Fractions)."""
-    pi, q = _check_pi_q(pi, q)
-    s = sum(a * b for a, b in zip(pi, q))
-    return tuple(a * b / s for a, b in zip(pi, q))
-
-
-def effective_weights(pi, q, *, normalize: bool):
-    r"""The rule's expected per-round weights :math:`P_i = \mathbb E[c_i(A)]` by enumerating the
-    :math:`2^N` patterns: unnormalized :math:`P_i = \pi_i q_i` (times :math:`\gamma_s`), normalized
-    :math:`P_i = \mathbb E[q_i 1\{i\in A\}/\sum_{j\in A}q_j]` (0 on the empty pattern). Plain Python
-    arithmetic: exact when pi and q are Fractions."""
-    pi, q = _check_pi_q(pi, q)
-    n = len(pi)
-    out = [0 * pi[0]] * n
-    for a in itertools.product((False, True), repeat=n):
-        prob = math.prod(p if on else 1 - p for p, on in zip(pi, a))
-        tot = sum(v for v, on in zip(q, a) if on) if normalize else 1
-        if prob == 0 or tot == 0:
-            continue
-        out = [o + prob * v / tot if on else o for o, v, on in zip(out, q, a)]
-    return tuple(out)
-
-
-def _weights_of(masks: np.ndarray, q: np.ndarray, normalize: bool) -> np.ndarray:
-    c = masks * q
-    if normalize:
-        s = c.sum(1, keepdims=True)
-        c = np.divide(c, s, out=np.zeros_like(c), where=s > 0)
-    return c
-
-
-def weight_law(pi, q, *, normalize: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All 2^N availability patterns: masks (2^N, N) bool, their probabilities (2^N,) and the rule's
-    weights c(A) (2^N, N), float64."""
-    pi, q = _check_pi_q(pi, q)
-    pi, q = np.asarray(pi, dtype=float), np.asarray(q, dtype=float)
-    n = pi.size
-    masks = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1).astype(bool)
-    probs = np.where(masks, pi, 1 - pi).prod(1)
-    return masks, probs, _weights_of(masks, q, normalize)
-
-
-def weight_moments(pi, q, *, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Exact mean P = E[c] (N,) and covariance Cov(c) (N, N) of the rule's per-round weights."""
-    _, probs, C = weight_law(pi, q, normalize=normalize)
-    P = probs @ C
-    D = C - P
-    return P, (D * probs[:, None]).T @ D
-
-
-def aggregate_moments(pi, q, deltas, *, normalize: bool) -> tuple[np.ndarray, float]:
-    r"""Exact mean :math:`\mathbb E[G]` (d,) and total variance :math:`\mathbb E\|G - \mathbb E G\|^2` of one
-    aggregate :math:`G = \sum_i c_i(A)\Delta_i` of fixed client updates ``deltas`` (N, d)."""
-    D = np.asarray(deltas, dtype=float)
-    P, cov = weight_moments(pi, q, normalize=normalize)
-    return P @ D, float(np.trace(D.T @ cov @ D))
-
-
-def monte_carlo_weights(pi, q, draws: int, seed: int, *, normalize: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Mean of c(A) (N,) over `draws` Bernoulli(pi) patterns (flkit.participation.bernoulli, stream
-    "participation" of `seed`) and its standard error (N,)."""
-    settings.positive_int(draws, "draws", 2)
-    masks = participation.bernoulli(np.asarray(pi, dtype=float), draws, seed)
-    C = _weights_of(masks, np.asarray(q, dtype=float), normalize)
-    return C.mean(0), C.std(0, ddof=1) / math.sqrt(draws)
-
-
-def monte_carlo_aggregate(pi, q, deltas, draws: int, seed: int, *, normalize: bool) -> dict:
-    """Monte Carlo of one aggregate: mean (d,) with standard errors (d,), and the total variance with its
-    standard error (delta method on the sample of squared deviations)."""
-    settings.positive_int(draws, "draws", 2)
-    masks = participation.bernoulli(np.asarray(pi, dtype=float), draws, seed)
-    G = _weights_of(masks, np.asarray(q, dtype=float), normalize) @ np.asarray(deltas, dtype=float)
-    m = G.mean(0)
-    sq = ((G - m) ** 2).sum(1)
-    return {"mean": m, "mean_se": G.std(0, ddof=1) / math.sqrt(draws), "var": float(sq.mean() * draws / (draws - 1)),
-            "var_se": float(sq.std(ddof=1) / math.sqrt(draws))}
-
-
-# ================================================================================================
-# exact moments of the iterates on a quadratic
-# ================================================================================================
-def _round_law(problem: QuadraticProblem, pi, q, normalize: bool):
-    _, probs, C = weight_law(pi, q, normalize=normalize)
-    A, b = problem.A.numpy(), problem.b.numpy()
-    return probs, C @ A, C @ (A * b)           # H(A) (M, d) diagonal curvature, h(A) (M, d)
-
-
-def _moments(problem: QuadraticProblem, pi, q, normalize: bool, eta: float):
-    """The round law's pattern probabilities, H, E[H], the mean limit m, xi = H m - h, 1 - eta H and
-    E[(1 - eta H_a)(1 - eta H_b)], with the checks that the recursion needs."""
-    probs, H, h = _round_law(problem, pi, q, normalize)
-    EH = probs @ H
-    if np.any(EH <= 0):
-        raise ValueError("some coordinate gets no curvature in expectation: no client ever contributes")
-    m = (probs @ h) / EH
-    xi = H * m - h
-    one = 1 - eta * H
-    E2 = np.einsum("k,ka,kb->ab", probs, one, one)
-    if np.max(np.abs(E2)) >= 1:
-        raise ValueError(f"eta={eta} is not mean-square stable for this rule (max E[(1 - eta H)^2] >= 1)")
-    return probs, H, EH, m, xi, one, E2
-
-
-def expected_sq_distance(problem: QuadraticProblem, pi, q, *, normalize: bool, eta: float, rounds: int,
-                         w0, refs) -> dict[str, np.ndarray]:
-    r"""Exact :math:`\mathbb E\|w_k - r\|^2`, k = 0..rounds, for the iterates
-    :math:`w_{k+1} = w_k - \eta\sum_i c_i(A_k)\nabla F_i(w_k)` with i.i.d. Bernoulli(pi) patterns.
-
-    With :math:`H = \sum_i c_i A_i` and :math:`h = \sum_i c_i A_i b_i` the update is
-    :math:`w_{k+1} = w_k - \eta(H_k w_k - h_k)`; its mean converges to :math:`m` with
-    :math:`\mathbb E[H]m = \mathbb E[h]` (the minimizer of :math:`\sum_i P_i F_i`, :math:`P = \mathbb E[c]`).
-    For :math:`u_k = w_k - m`, :math:`\xi = Hm - h` and diagonal H:
-    :math:`\mathbb E u_{k+1} = (1 - \eta\mathbb E H)\,\mathbb E u_k` and
-    :math:`S_{k+1} = \mathbb E[(1-\eta H_a)(1-\eta H_b)]\,S_k - \eta(\mu_a K_{ab} + \mu_b K_{ba}) +
-    \eta^2\mathbb E[\xi_a\xi_b]` with :math:`K_{ab} = \mathbb E[(1-\eta H_a)\xi_b]` (the pattern of round k is
-    independent of :math:`w_k`). refs: {name: point (d,)}. Returns {name: (rounds + 1,)} and "m"."""
-    probs, H, EH, m, xi, one, E2 = _moments(problem, pi, q, normalize, eta)
-    Exx = np.einsum("k,ka,kb->ab", probs, xi, xi)
-    K = np.einsum("k,ka,kb->ab", probs, one, xi)
-    mu = np.asarray(w0, dtype=float) - m
-    S = np.outer(mu, mu)
-    offs = {k: m - np.asarray(r, dtype=float) for k, r in refs.items()}
-    out = {k: np.empty(rounds + 1) for k in refs}
-    for t in range(rounds + 1):
-        for k, o in offs.items():
-            out[k][t] = np.trace(S) + 2 * o @ mu + o @ o
-        cross = mu[:, None] * K
-        S = E2 * S - eta * (cross + cross.T) + eta ** 2 * Exx
-        mu = (1 - eta * EH) * mu
-    out["m"] = m
-    return out
-
-
-def stationary_sq_distance(problem: QuadraticProblem, pi, q, *, normalize: bool, eta: float, ref) -> dict:
-    r"""The stationary limit: bias2 :math:`= \|m - r\|^2`, variance :math:`= \mathrm{tr}\,\Sigma` with
-    :math:`\Sigma_{ab} = \eta^2\mathbb E[\xi_a\xi_b] / (1 - \mathbb E[(1-\eta H_a)(1-\eta H_b)])`, and their sum."""
-    probs, H, EH, m, xi, one, E2 = _moments(problem, pi, q, normalize, eta)
-    Sigma = eta ** 2 * np.einsum("k,ka,kb->ab", probs, xi, xi) / (1 - E2)
-    o = m - np.asarray(ref, dtype=float)
-    return {"bias2": float(o @ o), "variance": float(np.trace(Sigma)), "total": float(o @ o + np.trace(Sigma)), "m": m}
 
 
 # ================================================================================================
@@ -644,110 +512,6 @@ def plot_floors(axes, df: pd.DataFrame, task: WeightedQuadratic, pi) -> None:
     axes[1].legend(loc="upper left")
 
 
-def eta_max(problem: QuadraticProblem, pi, q, *, normalize: bool) -> float:
-    r"""The largest step of mean-square stability: :math:`\min_a 2\mathbb E[H_a]/\mathbb E[H_a^2]` (where
-    :math:`\mathbb E[(1-\eta H_a)^2] < 1` for every coordinate a)."""
-    probs, H, _ = _round_law(problem, pi, q, normalize)
-    return float((2 * (probs @ H) / (probs @ H ** 2)).min())
-
-
-# ================================================================================================
-# "variable # of clients, quite noisy => gamma_s small" (the unnormalized rule's server step)
-# ================================================================================================
-def total_weight_moments(pi, q) -> tuple[float, float]:
-    r"""Mean and variance of the round's total weight :math:`S_k = \sum_{i\in A_k} q_i` under independent
-    Bernoulli(:math:`\pi_i`) availability: :math:`\sum_i\pi_iq_i` and :math:`\sum_i q_i^2\pi_i(1-\pi_i)`."""
-    pi, q = np.asarray(pi, dtype=float), np.asarray(q, dtype=float)
-    return float((pi * q).sum()), float((q * q * pi * (1 - pi)).sum())
-
-
-def common_hessian(problem: QuadraticProblem) -> QuadraticProblem:
-    r"""The same clients with one Hessian for all, the mean of theirs (:math:`A_i = \bar A`), and optima kept:
-    the curvature of a round is then :math:`S_k\bar A`, random only through the total weight."""
-    A = problem.A.mean(0, keepdim=True).expand_as(problem.A).clone()
-    return QuadraticProblem(A, problem.b.clone())
-
-
-def server_step_table(problem: QuadraticProblem, n: int, pi_mins) -> pd.DataFrame:
-    r"""For availabilities spread evenly from each :math:`\pi_{\min}` to 1 and :math:`q = \alpha/\pi`
-    (:math:`\alpha_i = 1/N`; then :math:`\mathbb E[S] = 1`): the moments of the total weight S, the largest
-    mean-square-stable server step of the unnormalized rule (:func:`eta_max`, exact by enumeration) on the problem
-    and on its common-Hessian version, the limit :math:`2/\lambda_{\max}(\sum_i\alpha_iA_i)` of the same expected
-    update with the weights fixed (every client every round with weight :math:`\alpha_i`: no variable number), and
-    the closed form of the ratio on the common-Hessian problem, :math:`\mathbb E[S]^2/\mathbb E[S^2]`."""
-    alpha = np.full(n, 1.0 / n)
-    A = problem.A.numpy()
-    Ac = common_hessian(problem)
-    rows = []
-    for pm in pi_mins:
-        pi = linear_pi(n, pm)
-        q = alpha / pi
-        ES, VS = total_weight_moments(pi, q)
-        fixed = 2 / float((alpha[:, None] * A).sum(0).max())
-        g = eta_max(problem, pi, q, normalize=False)
-        gc = eta_max(Ac, pi, q, normalize=False)
-        rows.append(dict(pi_min=pm, ES=ES, VarS=VS, cv2=VS / ES ** 2, gamma_max=g, gamma_fixed=fixed, ratio=g / fixed,
-                         gamma_max_common=gc, ratio_common=gc / fixed, ratio_closed=ES ** 2 / (ES ** 2 + VS),
-                         gamma_max_normalized=eta_max(problem, pi, q, normalize=True)))
-    return pd.DataFrame(rows)
-
-
-def edge_runs(task: WeightedQuadratic, pi, fractions, rounds: int, seeds) -> pd.DataFrame:
-    r"""The unnormalized rule with :math:`q = \alpha/\pi` (flkit's ``KnownP``) through ``flkit.fl.run`` at server
-    steps :math:`\gamma_s = f\,\gamma_s^{\max}` (f in `fractions`, :math:`\gamma_s^{\max}` its mean-square
-    limit), started at :math:`w_T^\star`: per run the mean of :math:`\|w_k - w_T^\star\|^2` over the second half,
-    and the exact expectation of that mean (:func:`expected_sq_distance`)."""
-    pi = settings.probabilities(pi, "pi")
-    rounds, seeds = settings.positive_int(rounds, "rounds", 2), settings.seeds(seeds)
-    q = np.asarray(task.alpha) / pi
-    gmax = eta_max(task.problem, pi, q, normalize=False)
-    etas = [float(f) * gmax for f in fractions]
-    if any(not 0 < f < 1 for f in fractions):
-        raise ValueError(f"fractions of the stability limit must lie in (0, 1), got {fractions!r}")
-    algs = {f"f={f}": fl.Algorithm(aggregate.KnownP(), lr=e) for f, e in zip(fractions, etas)}
-    res = fl.run(task, algs, seeds=list(seeds), rounds=rounds, availability=lambda s: participation.bernoulli(pi, rounds, s),
-                 p=pi, w0=task.w_T, every=1, diverge_factor=None)
-    tail = res.rounds > rounds // 2
-    w_T = task.w_T.numpy()
-    rows = []
-    for f, e in zip(fractions, etas):
-        v = res.values[f"f={f}"]["dist2_T"][tail].mean(0)
-        ex = expected_sq_distance(task.problem, pi, q, normalize=False, eta=e, rounds=rounds, w0=w_T,
-                                  refs={"T": w_T})["T"][res.rounds[tail]].mean()
-        rows += [dict(fraction=f, eta=e, seed=int(s), round=rounds, metric="tail_dist2", value=float(x))
-                 for s, x in zip(seeds, v)]
-        rows.append(dict(fraction=f, eta=e, seed=-1, round=rounds, metric="exact_tail_dist2", value=float(ex)))
-    return pd.DataFrame(rows)
-
-
-def server_step_checks(tab: pd.DataFrame, edge: pd.DataFrame) -> list[tuple[bool, str, float, float]]:
-    """The criteria of the claim 'variable number of clients, quite noisy, so gamma_s small' as (ok, text, ours,
-    reference): (1) the unnormalized rule's limit is below the fixed-weights one at every pi_min < 1 and equal at
-    pi_min = 1; (2) it falls as pi_min falls; (3) on the common-Hessian problem the ratio is E[S]^2/E[S^2] (1e-12);
-    (4) through fl.run the floors at fractions of the limit match the exact recursion (|z| <= 4)."""
-    t = tab.sort_values("pi_min", ascending=False)
-    var = t[t["pi_min"] < 1]
-    one = t[t["pi_min"] == 1]
-    below = bool((var["ratio"] < 1 - 1e-9).all()) and bool((np.abs(one["ratio"] - 1) <= 1e-9).all())
-    mono = bool((np.diff(t["gamma_max"].to_numpy()) <= 1e-12).all())
-    dev = float(np.abs(t["ratio_common"] - t["ratio_closed"]).max())
-    m = edge[edge["metric"] == "tail_dist2"].groupby("fraction")["value"].agg(["mean", "std", "count"])
-    ex = edge[edge["metric"] == "exact_tail_dist2"].set_index("fraction")["value"]
-    z = float(((m["mean"] - ex) / (m["std"] / np.sqrt(m["count"]))).abs().max())
-    lo = float(var["ratio"].min()) if len(var) else float("nan")
-    return [
-        (below, f"with a variable number of available clients the largest mean-square-stable gamma_s of the unnormalized "
-                f"rule is below that of the same expected update with fixed weights, at every pi_min < 1 (smallest "
-                f"ratio {lo:.3f}), and equal at pi_min = 1", lo, 1.0),
-        (mono, "the largest stable gamma_s falls as the availabilities spread (pi_min from 1 down to "
-               f"{t['pi_min'].min():g})", float(t["gamma_max"].iloc[-1]), float(t["gamma_max"].iloc[0])),
-        (dev <= 1e-12, "with one Hessian for all clients the ratio is exactly E[S]^2 / E[S^2], S the total weight of the "
-                       f"available clients (max deviation {dev:.1e})", dev, 0.0),
-        (z <= 4, f"through fl.run, the floors at fractions {sorted(m.index)} of the limit match the exact recursion "
-                 f"(max |z| = {z:.2f})", z, 4.0),
-    ]
-
-
 def plot_spread(axes, df: pd.DataFrame) -> None:
     """Left: exact squared bias of one aggregate relative to |grad F_T(0)|^2 at w = 0, against pi_min;
     right: exact variance at w = 0 (solid) and at w = w_T* (dashed)."""
@@ -851,12 +615,247 @@ def plot_limits(axes, summary: pd.DataFrame, floor: float = 1e-6) -> None:
 
 
 # ================================================================================================
+# the page: its problem, its stored runs, its readings and the verdicts of its checks
+# ================================================================================================
+BOX = dict(page="availability/weights", headline="Eq. (4)",
+           tests="the aggregation weights of the notes: the aggregator and its two fairness choices, the biased "
+                 "objective F_B of eq. (4) when clients are available with unequal probabilities, the three-client "
+                 "example, and the weights q_i = α_i/π_i that remove the bias")
+
+
+def problem_of(cfg: dict) -> tuple[QuadraticProblem, np.ndarray, WeightedQuadratic, np.ndarray]:
+    """The page's problem under the settings `cfg` (:func:`profile`): the quadratic clients, their sample counts
+    |S_i|, the task (target alpha_i = 1/N) and the availabilities pi_i (evenly from pi_min to 1)."""
+    P = cfg["problem"]
+    prob = quadratic_clients(P["n"], P["dim"], P["seed"], heterogeneity=P["heterogeneity"], mu=P["mu"], L=P["L"])
+    sizes = client_sizes(P["n"], P["seed"])
+    return prob, sizes, WeightedQuadratic(prob, sizes=tuple(sizes.tolist())), linear_pi(P["n"], P["pi_min"])
+
+
+def configs(cfg: dict) -> dict:
+    """The stored-run configs of the page under the settings `cfg`: "floor" (error floors), "server" (the server
+    step at the edge of stability, :mod:`~flkit.papers.availability.server_step`) and "limits" (F_B against F_T in
+    the notes' three cases)."""
+    P, FL, SV, LM = cfg["problem"], cfg["floor"], cfg["server"], cfg["limits"]
+    pi, sizes = linear_pi(P["n"], P["pi_min"]), client_sizes(P["n"], P["seed"])
+    return dict(floor=dict(experiment="weights_floor", problem=P, pi=pi.tolist(), etas=FL["etas"], rounds=FL["rounds"],
+                           seeds=FL["seeds"]),
+                server=dict(experiment="weights_server_step", problem=P, pi=pi.tolist(), fractions=SV["fractions"],
+                            rounds=SV["rounds"], seeds=SV["seeds"]),
+                limits=dict(experiment="weights_limits", problem=P, sizes=sizes.tolist(), pi_const=LM["pi_const"],
+                            eta=LM["eta"], rounds=LM["rounds"], seeds=LM["seeds"]))
+
+
+def floor_all(cfg: dict, task: WeightedQuadratic, pi, where) -> pd.DataFrame:
+    """:func:`floor_runs` of the profile, read from the store `where` or made."""
+    FL = cfg["floor"]
+    return common.cached(where, configs(cfg)["floor"],
+                         lambda: floor_runs(task, pi, FL["etas"], FL["rounds"], FL["seeds"]))
+
+
+def limit_all(cfg: dict, task: WeightedQuadratic, sizes, where) -> pd.DataFrame:
+    """:func:`limit_runs` on the cases of :func:`limit_cases`, read from the store `where` or made."""
+    P, LM = cfg["problem"], cfg["limits"]
+    cases = limit_cases(P["n"], sizes, P["pi_min"], LM["pi_const"])
+    return common.cached(where, configs(cfg)["limits"],
+                         lambda: limit_runs(task, cases, LM["eta"], LM["rounds"], LM["seeds"]))
+
+
+def plot_fairness(ft: pd.DataFrame, cfg: dict):
+    """Left: both objectives on N = 8 clients in d = 2 (:func:`plot_fairness_2d`); right: over the problems of
+    :func:`fairness_table`, the distance between the two minimizers against the total variation between the two
+    alphas. Returns the figure."""
+    from flkit import plots
+    P, F = cfg["problem"], cfg["fair"]
+    prob2 = quadratic_clients(8, 2, P["seed"], heterogeneity=P["heterogeneity"], mu=P["mu"], L=P["L"])
+    fig, axes = plots.figure(1, 2, row_height=3.2)
+    axes = axes[0]
+    plot_fairness_2d(axes[0], prob2, client_sizes(8, P["seed"], F["sizes_sigma"]))
+    axes[0].legend()
+    axes[0].set_title(fill("N = 8 clients in d = 2: level sets of both objectives", 44), fontsize=9.5)
+    axes[1].scatter(ft["tv"], ft["dist"] / ft["spread"], s=8)
+    axes[1].set(xlabel=r"total variation between the two $\alpha$'s",
+                ylabel=r"$\|w^\star_{\rm client} - w^\star_{\rm sample}\|$ / mean $\|b_i - \bar b\|$")
+    axes[1].set_title(fill(f"{len(ft)} problems: N = {F['n']}, d = {F['dim']}, log-normal sizes", 44), fontsize=9.5)
+    fig.suptitle(fill("Per-client vs per-sample fairness (document 001, 'AGGREGATOR'): closed-form minimizers", 100),
+                 fontsize=9.5)
+    return fig
+
+
+def fairness_view(task: WeightedQuadratic) -> pd.DataFrame:
+    """Full participation through fl.run (:func:`fairness_runs`, step 0.5, 500 rounds): the final distance of
+    each FedAvg to both closed-form minimizers."""
+    return fairness_runs(task, eta=0.5, rounds=500).pivot_table(index="method", columns="target", values="value")
+
+
+def fairness_checks(fr: pd.DataFrame, ft: pd.DataFrame) -> list[tuple[str, bool, str]]:
+    """Section 1 as (key, passed, text): each FedAvg of :func:`fairness_view` ends on its own minimizer, and the
+    two minimizers differ on every problem of :func:`fairness_table`."""
+    own = max(fr.loc["FedAvg, uniform", "client"], fr.loc["FedAvg, size", "sample"])
+    return [("fair_runs", own <= 1e-10, f"full participation through fl.run ends on the closed-form minimizer of its "
+                                        f"own objective (distance <= 1e-10; max {own:.1e})"),
+            ("fair_differ", ft["dist"].min() > 1e-6, f"the two minimizers differ on every one of the {len(ft)} "
+                                                     f"problems (distance > 1e-6; min {ft['dist'].min():.3f})")]
+
+
+def fairness_numbers(ft: pd.DataFrame) -> dict:
+    """The numbers of Section 1 that the page's prose glues."""
+    rel, r = ft["dist"] / ft["spread"], np.corrcoef(ft["tv"], ft["dist"])[0, 1]
+    return dict(fair_n=len(ft), fair_med=ft["dist"].median(), fair_min=ft["dist"].min(), fair_max=ft["dist"].max(),
+                fair_rel_med=rel.median(), fair_rel_min=rel.min(), fair_rel_max=rel.max(), fair_corr=r,
+                fair_exc_cs=ft["excess_client_at_sample"].median(), fair_exc_sc=ft["excess_sample_at_client"].median())
+
+
+def one_aggregate_checks(oa: pd.DataFrame, draws: int, dim: int) -> list[tuple[str, bool, str]]:
+    """One aggregate (:func:`one_aggregate_table`) as (key, passed, text): Monte Carlo against the exact laws,
+    the unnormalized rule with q = alpha/pi unbiased, the normalized rules biased."""
+    zmax = max(oa["max |z|, mean"].max(), oa["z, variance"].abs().max())
+    unb, nrm = oa[oa["rule"].str.startswith("unnormalized")], oa[oa["rule"].str.startswith("normalized")]
+    return [("agg_mc", zmax <= 4, f"Monte Carlo ({draws} rounds) against exact enumeration, one aggregate: every "
+                                  f"|z| <= 4 ({len(oa) * (dim + 1)} means and variances; max |z| = {zmax:.2f})"),
+            ("unbiased", unb["bias2 (exact)"].max() <= 1e-20, f"unnormalized with q = alpha/pi is unbiased: exact "
+                                                               f"||E G - grad F_T||^2 <= 1e-20 (max "
+                                                               f"{unb['bias2 (exact)'].max():.1e})"),
+            ("normalized_biased", nrm["bias2 (exact)"].min() > 1e-6, f"the normalized rules are biased: exact "
+                                                                      f"||E G - grad F_T||^2 > 0 (min "
+                                                                      f"{nrm['bias2 (exact)'].min():.3g})")]
+
+
+def _less_variance(sp: pd.DataFrame):
+    """(variance per (pi_min, point) and rule, the unnormalized rule's, {normalized rule: below it where there is
+    randomness})."""
+    var = sp.pivot_table(index=["pi_min", "point"], columns="rule", values="variance")
+    U = var["unnormalized, q = alpha/pi"]
+    return var, U, {r: (var[r] < U)[U > 1e-12] for r in ("normalized, q = alpha/pi", "normalized, q = 1 (FedAvg)")}
+
+
+def variance_checks(sp: pd.DataFrame) -> tuple[list[tuple[str, bool, str]], dict]:
+    """'Biased but less variance' on :func:`spread_table` as (key, passed, text) per normalized rule, and the
+    findings for the summary (settings below the unnormalized rule, exceptions only at the target minimizer)."""
+    _, _, less = _less_variance(sp)
+    out, found = [], {}
+    for (ck, fk), (r, s) in zip((("var_alpha_pi", "var_ap"), ("var_fedavg", "var_q1")), less.items()):
+        out.append((ck, s.all(), f"{r} has less variance than the unnormalized rule: {int(s.sum())} of {len(s)} "
+                                 f"(pi_min, point) settings with some randomness (pi_min < 1)"))
+        found[fk] = (int(s.sum()), len(s))
+    found["var_exc_at_opt_only"] = all(pt == "w = w_T*" for v in less.values() for _, pt in v[~v].index)
+    return out, found
+
+
+def variance_numbers(sp: pd.DataFrame, spread_grid) -> dict:
+    """The numbers of the variance comparison that the page's prose glues."""
+    var, U, less = _less_variance(sp)
+    at0 = var.xs("w = 0", level="point")
+    lowest = float(min(spread_grid))
+    ratio = at0.loc[lowest] / at0.loc[lowest, "unnormalized, q = alpha/pi"]
+    exc = {r: ", ".join(f"({a:g}, {b})" for a, b in v[~v].index) or "none" for r, v in less.items()}
+    least = (var.idxmin(axis=1) == "normalized, q = 1 (FedAvg)")[U > 1e-12]
+    bias = sp.pivot_table(index=["pi_min", "point"], columns="rule", values="bias2")
+    most = (bias.idxmax(axis=1) == "normalized, q = 1 (FedAvg)")[U > 1e-12]
+    return dict(var_lowest=lowest, var_ratio_ap=ratio["normalized, q = alpha/pi"],
+                var_ratio_q1=ratio["normalized, q = 1 (FedAvg)"], var_exc_ap=exc["normalized, q = alpha/pi"],
+                var_exc_q1=exc["normalized, q = 1 (FedAvg)"], var_least=int(least.sum()), var_n_least=len(least),
+                var_most=int(most.sum()), var_n_most=len(most))
+
+
+def floor_check(fd: pd.DataFrame) -> tuple[bool, str]:
+    """The measured floors (:func:`floor_runs`) against the exact recursion: every |z| <= 4."""
+    m = fd[fd["metric"] == "tail_dist2"].groupby(["method", "eta"])["value"].agg(["mean", "std", "count"])
+    ex = fd[fd["seed"] < 0].pivot_table(index=["method", "eta"], columns="metric", values="value")
+    z = (m["mean"] - ex["exact_tail_dist2"]) / (m["std"] / np.sqrt(m["count"]))
+    return z.abs().max() <= 4, (f"measured floors against the exact recursion: every |z| <= 4 ({len(z)} (rule, eta); "
+                                f"max {z.abs().max():.2f})")
+
+
+def floor_numbers(fd: pd.DataFrame) -> tuple[dict, dict]:
+    """The numbers of the error floors that the page's prose glues, and the findings for the summary (the
+    smallest step where FedAvg's floor is below the unnormalized rule's, the slope of the latter in eta)."""
+    ex = fd[fd["seed"] < 0].pivot_table(index=["method", "eta"], columns="metric", values="value")
+    tot = (ex["stationary_bias2"] + ex["stationary_variance"]).unstack("method")
+    U, FA = tot["unnormalized, q = alpha/pi"], tot["normalized, q = 1 (FedAvg)"]
+    cross = [e for e in tot.index if FA[e] < U[e]]
+    found = dict(cross=min(cross) if cross else None,
+                 floor_slope=np.polyfit(np.log(U.index), np.log(U.to_numpy()), 1)[0])
+    b2 = ex["stationary_bias2"].groupby("method").max()
+    return dict(b2_q1=b2["normalized, q = 1 (FedAvg)"], b2_ap=b2["normalized, q = alpha/pi"],
+                b2_un=b2["unnormalized, q = alpha/pi"], floor_min=U.min(), floor_max=U.max(),
+                floor_slope=found["floor_slope"],
+                floor_cross=", ".join(f"{e:g}" for e in cross) if cross else "none of the grid"), found
+
+
+def _exact_of(we: pd.DataFrame, name: str) -> list:
+    return we[we["quantity"] == name]["exact"].tolist()
+
+
+def example_checks(we: pd.DataFrame, draws: int) -> tuple[list[tuple[str, bool, str]], dict]:
+    """The notes' three clients (:func:`worked_example_table`) as (key, passed, text), and the normalized rule's
+    effective weights for the summary."""
+    mcz = we["z"].abs().max()
+    p_notes, uq = _exact_of(we, "notes' p_i"), _exact_of(we, "unnormalized, q = alpha/pi")
+    nq = _exact_of(we, "normalized, q = alpha/pi")
+    return [("example_mc", mcz <= 4, f"Monte Carlo ({draws} rounds) against the exact effective weights: every |z| "
+                                     f"<= 4 (max {mcz:.2f})"),
+            ("example_p", p_notes == ["1/3"] * 3, f"notes' p_i for q = (2, 6, 1): {p_notes} = alpha"),
+            ("example_unnorm", uq == ["1/3"] * 3, f"unnormalized rule with q = alpha/pi: expected weights {uq} = alpha "
+                                                  f"exactly"),
+            ("example_norm", nq != ["1/3"] * 3, f"normalized rule with q = alpha/pi: effective weights {nq}, not "
+                                                f"alpha")], dict(example_norm="(" + ", ".join(nq) + ")")
+
+
+def example_numbers(we: pd.DataFrame) -> dict:
+    """The numbers of the three-client example that the page's prose glues."""
+    w_n = we[we["quantity"] == "normalized, q = alpha/pi"]["exact (decimal)"].to_numpy()
+    chi2 = float(((1 / 3 - w_n) ** 2 / w_n).sum())
+    return dict(ex_norm_frac=", ".join(_exact_of(we, "normalized, q = alpha/pi")),
+                ex_norm_dec=", ".join(f"{v:.3f}" for v in w_n), ex_chi2=chi2, ex_alone=float(np.prod([1 - 1 / 2, 1 - 1 / 6])))
+
+
+def limit_checks(tab: pd.DataFrame, ls: pd.DataFrame) -> tuple[list[tuple[str, bool, str]], dict]:
+    """Section 4 (:func:`limit_table`, :func:`limit_summary`) as (key, passed, text): the final distances against
+    their exact expectations, and each rule's limit against the notes' F_B; the normalized rule's count for the
+    summary."""
+    out = [("limit_exact", ls["z"].abs().max() <= 4, f"final squared distances against the exact expectations: "
+                                                     f"every |z| <= 4 ({len(ls)}; max {ls['z'].abs().max():.2f})")]
+    same = tab["|m - w_B*|^2"] <= 1e-20
+    for key, rule in (("limit_unnorm_FB", "unnormalized"), ("limit_norm_FB", "normalized")):
+        s = same.xs(rule, level="rule")
+        out.append((key, s.all(), f"{rule} rule: its limit m is the minimizer of the notes' F_B (|m - w_B*|^2 <= "
+                                  f"1e-20) in {int(s.sum())} of {len(s)} (case, q)"))
+    return out, dict(norm_FB=(int(s.sum()), len(s)))
+
+
+def case_checks(tab: pd.DataFrame, pi_const: float) -> tuple[list[tuple[str, bool, str]], pd.DataFrame]:
+    """The notes' three cases where F_B = F_T, as (key, passed, text), and the (case, q) where the normalized
+    rule's limit is not the minimizer of F_B."""
+    cases_T = [("pi_i = 1", "q = alpha"), (f"pi_i = {pi_const}", "q = alpha"), ("general pi", "q = alpha/pi")]
+    out = []
+    for k, (c, q) in enumerate(cases_T):
+        g = tab.loc[(c, q, "unnormalized")]
+        out.append((f"case_{k + 1}", g["|w_B* - w_T*|^2"] <= 1e-20,
+                    f"{c}, {q}: F_B = F_T (|w_B* - w_T*|^2 = {g['|w_B* - w_T*|^2']:.1e}) and the unnormalized rule "
+                    f"ends at final |w - w_T*|^2 = {g['final |w - w_T*|^2']:.2g}"))
+    same = tab["|m - w_B*|^2"] <= 1e-20
+    bad = tab.xs("normalized", level="rule")[~same.xs("normalized", level="rule")]
+    return out, bad[["|m - w_B*|^2", "|m - w_T*|^2", "|w_B* - w_T*|^2"]]
+
+
+def summary_numbers(checks, found: dict) -> dict:
+    """The numbers and words of the page's "What we found", from its checks (``items.Checks``) and findings."""
+    return dict(n_agree=checks.n_agree, n_checks=len(checks), fair_rel=found["fair_rel"], var_ap_n=found["var_ap"][0],
+                var_ap_of=found["var_ap"][1], var_q1_n=found["var_q1"][0], var_q1_of=found["var_q1"][1],
+                example_norm=found["example_norm"], norm_FB_n=found["norm_FB"][0], norm_FB_of=found["norm_FB"][1],
+                **finding_words(checks, found))
+
+
+# ================================================================================================
 # the page's summary
 # ================================================================================================
-def finding_words(checks: dict, found: dict) -> dict[str, str]:
+def finding_words(checks, found: dict) -> dict[str, str]:
     """The outcome-dependent words of the page's "What we found" (glued into its prose), from the page's checks
-    ({key: (section, text, ok)}) and `found`; plain text, every phrase follows the outcome of its check."""
-    ok = lambda *keys: all(checks[k][2] for k in keys)  # noqa: E731
+    (``items.Checks``, or {key: (section, text, ok)}) and `found`; plain text, every phrase follows the outcome of
+    its check."""
+    passed = checks.verdicts() if hasattr(checks, "verdicts") else {k: v[2] for k, v in checks.items()}
+    ok = lambda *keys: all(passed[k] for k in keys)  # noqa: E731
     pick = lambda cond, yes, no: yes if cond else no  # noqa: E731
     if ok("var_alpha_pi", "var_fedavg"):
         less = "holds in every setting"
