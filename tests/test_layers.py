@@ -41,9 +41,9 @@ _CHAPTERS = [
     "flkit.papers.availability.markov", "flkit.papers.availability.sampling", "flkit.papers.availability.weights",
     "flkit.papers.cvar", "flkit.papers.cvar.algorithm", "flkit.papers.cvar.diagnosis",
     "flkit.papers.cvar.experiments", "flkit.papers.cvar.ram", "flkit.papers.cvar.report", "flkit.papers.cvar.weights",
-    "flkit.papers.fedau", "flkit.papers.fedau.bounds", "flkit.papers.fedau.common", "flkit.papers.fedau.items",
-    "flkit.papers.fedau.overfitting", "flkit.papers.fedau.table", "flkit.papers.fedau.theory",
-    "flkit.papers.fedau.weights",
+    "flkit.papers.fedau", "flkit.papers.fedau.bounds", "flkit.papers.fedau.common", "flkit.papers.fedau.cutoff",
+    "flkit.papers.fedau.items", "flkit.papers.fedau.overfitting", "flkit.papers.fedau.table",
+    "flkit.papers.fedau.theory", "flkit.papers.fedau.weights",
     "flkit.papers.hics", "flkit.papers.hics.costs", "flkit.papers.hics.diagnosis", "flkit.papers.hics.dissimilarity",
     "flkit.papers.hics.entropy", "flkit.papers.hics.experiments", "flkit.papers.hics.theory",
 ]

@@ -27,7 +27,6 @@ NOT_YET = {
     "across",
     "availability",
     "cvar",
-    "fedau",
     "hics",
     "mifa",
 }

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import datasets, engine, models, partition, results
+from flkit import datasets, engine, models, partition, plots, results
 from flkit.papers import claims, settings
 from flkit.seeding import rng, torch_gen
 
@@ -303,7 +303,6 @@ def glue_values(df: pd.DataFrame, cfg: dict, n_train: int = 60000, fit_level: fl
 def plot_overfitting(axes, df: pd.DataFrame) -> None:
     """The slide's two panels: single device (left), all devices (right); training accuracy solid, test
     accuracy dashed; mean over seeds with a band of +- one standard deviation; one legend below the panels."""
-    from flkit import plots
     colors = {"train_acc": "tab:blue", "test_acc": "tab:orange"}
     for k, (ax, setting) in enumerate(zip(axes, SETTINGS)):
         d = df[(df["setting"] == setting) & df["metric"].isin(list(METRICS))].rename(columns={"metric": "quantity"})
