@@ -128,10 +128,10 @@ class Owed:
 
 def _fedau(study: str, profile: str = "paper", **overrides) -> Callable[[], tuple[int, int]]:
     def count():
-        from flkit.papers.fedau import table
-        s = table.profile(profile, **overrides)
+        from flkit.papers.fedau import cutoff, table
+        s = cutoff.profile(profile, **overrides)      # the table's settings and the cutoff study's grid
         store = table.store_for(s)
-        cs = table.configs(s, study=study)
+        cs = cutoff.configs(s) if study == "cutoff" else table.configs(s)
         if study == "cutoff":             # the runs the table already has are not owed twice
             done_table = {repr(sorted(c.items())) for c in table.configs(s)}
             cs = [c for c in cs if repr(sorted(c.items())) not in done_table]

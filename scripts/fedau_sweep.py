@@ -37,14 +37,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from flkit import fl  # noqa: E402
-from flkit.papers.fedau import table  # noqa: E402
+from flkit.papers.fedau import common, cutoff, table  # noqa: E402
+from flkit.seeding import resolve_device  # noqa: E402
 
 EXIT_UNFINISHED = 75
+STUDIES = {"table": table.configs, "cutoff": cutoff.configs}      # study -> its runs' configs
 
 
 def _parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--profile", default="reduced", choices=sorted(table.PROFILES))
+    ap.add_argument("--profile", default="reduced", choices=sorted(cutoff.PROFILES))
     ap.add_argument("--study", default="all", choices=["table", "cutoff", "all"])
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda[:i]")
     ap.add_argument("--max-minutes", type=float, default=None, help="stop cleanly (checkpoint) before this")
@@ -68,7 +70,7 @@ def _parse(argv=None):
             ap.error(f"--set needs NAME=VALUE, got {item!r}")
         args.overrides[name] = yaml.safe_load(value)
     try:
-        args.settings = table.profile(args.profile, **args.overrides)
+        args.settings = cutoff.profile(args.profile, **args.overrides)      # the table's settings and the grid
     except ValueError as e:
         ap.error(str(e))
     return args
@@ -95,8 +97,8 @@ def _timed_metrics(log: list):
 
 def client_updates(c: dict, rounds: int | None = None) -> int:
     """The client updates of a run in its first `rounds` rounds (all: None): the ones of its participation mask."""
-    x, y, _, _ = table.load_data(c, "cpu")
-    m = table.mask(c, table.split(c, y.cpu().numpy())[1])
+    x, y, _, _ = common.load_data(c, "cpu")
+    m = common.mask(c, common.split(c, y.cpu().numpy())[1])
     return int(m[:rounds].sum())
 
 
@@ -106,7 +108,7 @@ def estimate(s: dict, studies: list[str], device: str, rounds: int, threads: int
     "batches": [per batch]} (the projections)."""
     from flkit.results import config_key
     store = table.store_for(s)
-    todo = list({config_key(c): c for study in studies for c in table.configs(s, study=study)
+    todo = list({config_key(c): c for study in studies for c in STUDIES[study](s)
                  if not store.done(c)}.values())
     study = "+".join(studies)
     groups: dict[str, list] = {}
@@ -118,7 +120,7 @@ def estimate(s: dict, studies: list[str], device: str, rounds: int, threads: int
     rows = []
     for batch in groups.values():
         trial = [dict(c, rounds=rounds, eval_every=rounds) for c in batch]
-        table.load_data(trial[0], table.resolve_device(device))         # data loading is not the run's
+        common.load_data(trial[0], resolve_device(device))         # data loading is not the run's
         log: list = []
         w0, c0 = time.perf_counter(), time.process_time()
         with _timed_metrics(log):
@@ -162,8 +164,8 @@ def main(argv=None) -> int:
     studies = ["table", "cutoff"] if args.study == "all" else [args.study]
     try:
         for study in studies:
-            df = table.sweep(s, study=study, device=args.device, deadline=deadline, checkpoint_dir=ckpt,
-                              cpu_threads=args.threads)
+            df = table.sweep(s, runs=STUDIES[study](s), desc=f"FedAU {study}", device=args.device,
+                             deadline=deadline, checkpoint_dir=ckpt, cpu_threads=args.threads)
             print(f"{study}: {df.attrs['computed']} runs computed, {df.attrs['stored']} from the store")
     except fl.Deadline as e:
         print(f"stopped: {e}")

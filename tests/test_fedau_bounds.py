@@ -199,3 +199,22 @@ def test_tidy_round_trip():
     assert set(t.columns) >= {"round", "metric", "value"} and (t["round"] == 0).all()
     back = B.from_tidy(t, ["a", "b"])
     assert back["v"].tolist() == [0.5, 2.0] and back["ok"].tolist() == [1.0, 0.0] and back["b"].tolist() == [1.0, -1.0]
+
+
+def test_stored_tables_are_computed_once_and_read_back(tmp_path):
+    from flkit import results
+    store = results.Store(tmp_path / "fedau")
+    wide = pd.DataFrame(dict(T=[10, 10, 100], seed=[0, 1, 0], lhs=[0.5, 0.25, 0.125], K=[3.0, 3.0, np.inf]))
+    conf = dict(experiment="theory_test", T=[10, 100])
+    first = B.stored(store, conf, "c4", lambda: wide)
+    assert store.done(conf)
+
+    def never():
+        raise AssertionError("recomputed a stored table")
+
+    again = B.stored(store, conf, "c4", never)
+    for got in (first, again):
+        assert got[["T", "seed", "lhs"]].to_numpy().tolist() == wide[["T", "seed", "lhs"]].to_numpy().tolist()
+    assert again["K"].tolist()[:2] == [3.0, 3.0]
+    with pytest.raises(KeyError):
+        B.stored(store, conf, "no-such-table", never)

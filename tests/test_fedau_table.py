@@ -1,5 +1,6 @@
-"""FedAU's main table and cutoff study (flkit.papers.fedau.table): settings, the document's numbers, the
-runs' independence from their batch, and the claim checks."""
+"""FedAU's main table (flkit.papers.fedau.table, with the data and the document's numbers of
+flkit.papers.fedau.common): settings, the document's numbers, the runs' independence from their batch, the
+claim checks, the step-size tuning and the CNN spot-check (the cutoff study: tests/test_fedau_cutoff.py)."""
 from __future__ import annotations
 
 import math
@@ -11,7 +12,7 @@ import torch
 
 from flkit import aggregate, fl
 from flkit.papers import claims
-from flkit.papers.fedau import table as T
+from flkit.papers.fedau import common, cutoff, table as T
 
 
 def test_profiles_and_errors():
@@ -35,25 +36,12 @@ def test_step_sizes_are_the_readme_pairs():
 
 
 def test_reference_is_the_documents_table():
-    r = T.REFERENCE
+    r = common.REFERENCE
     assert len(r) == 3 * 7 * 4 * 2 and not r.duplicated(["pattern", "method", "dataset", "split"]).any()
     pick = lambda *k: r[(r.pattern == k[0]) & (r.method == k[1]) & (r.dataset == k[2]) & (r.split == k[3])]  # noqa: E731
     assert tuple(pick("cyclic", "MIFA", "cifar10", "test")[["mean", "sd"]].iloc[0]) == (70.6, 1.1)
     assert tuple(pick("bernoulli", "FedAU (K = 50)", "cinic10", "train")[["mean", "sd"]].iloc[0]) == (66.7, 0.3)
     assert tuple(pick("markov", "Known p", "svhn", "test")[["mean", "sd"]].iloc[0]) == (88.6, 0.2)
-
-
-def test_cutoff_runs_reuse_the_table_runs():
-    s = T.profile("reduced")
-    table_keys = {repr(sorted(c.items())) for c in T.configs(s)}
-    cut = [c for c in T.configs(s, study="cutoff") if c["p_min"] == s["p_min"] and c["K"] in (50, None)]
-    assert cut and all(repr(sorted(c.items())) in table_keys for c in cut)
-
-
-def test_corollary4_K():
-    assert T.corollary4_K(0.02, 1000) == pytest.approx(math.log(1000) / (-2 * math.log(0.98)), rel=1e-12)
-    # (1 - p)^(2K) = 1/T at Corollary 4's K
-    assert (1 - 0.05) ** (2 * T.corollary4_K(0.05, 5000)) == pytest.approx(1 / 5000, rel=1e-9)
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +129,7 @@ def test_sweep_keeps_the_table_methods_apart():
 
 def test_differences_reports_every_method_against_fedau_with_the_documents_columns():
     """Each method minus FedAU (K = inf), paired over seeds, with the direction by the two-se rule, beside the
-    document's differences on its four data sets (typed once in table._DOC)."""
+    document's differences on its four data sets (typed once in common._DOC)."""
     s = dict(rounds=100, window=50, patterns=["bernoulli"])
     rows = []
     base = {1: 0.80, 2: 0.82, 3: 0.81}
@@ -262,13 +250,13 @@ def test_the_tuned_table_differs_from_the_authors_only_in_step_sizes():
 
 
 def test_the_validation_split_holds_training_images_out_and_never_the_test_set():
-    held, kept = T.validation_split(100, 20)
+    held, kept = common.validation_split(100, 20)
     assert len(held) == 20 and len(kept) == 80 and not set(held) & set(kept) and set(held) | set(kept) == set(range(100))
     s = T.profile("smoke")
     c = T.tune_configs(s, T.first_ranges(s))[0]
-    x, y, xv, yv = T.load_data(c, "cpu")
-    x0, y0, xt, yt = T.load_data(dict(c, validation=None), "cpu")
-    h, k = T.validation_split(len(y0), s["tune_validation"])
+    x, y, xv, yv = common.load_data(c, "cpu")
+    x0, y0, xt, yt = common.load_data(dict(c, validation=None), "cpu")
+    h, k = common.validation_split(len(y0), s["tune_validation"])
     assert torch.equal(xv, x0[h]) and torch.equal(x, x0[k]) and len(yv) == s["tune_validation"]
     assert xv.shape[0] != xt.shape[0] or not torch.equal(xv, xt)
 
@@ -285,6 +273,11 @@ def test_tune_on_a_tiny_profile(tmp_path):
     again = T.tune(s, root=tmp_path, device="cpu", compute_missing=False)
     assert again["steps"] == res["steps"]
     assert list(T.tuning_table(res, s).index) == list(T.METHODS)
+    # the page's numbers of the study: picking by validation accuracy again differs from the selection nowhere
+    v = T.tuning_values(res, s, res["selected"].set_index("method"))
+    assert v["n_tuned"] == len(res["selected"]) == len(T.METHODS) - 1 and v["n_grid"] == len(res["scores"])
+    assert v["n_loss_differs"] == 0 and v["n_moved"] + len(v["kept"].split(", ")) * (v["kept"] != "none") == v["n_tuned"]
+    assert v["n_smaller"] <= v["n_moved"] and v["max_gain"] >= 0 and v["max_gain_method"] in T.METHODS
 
 
 # ------------------------------------------------------------------------------------- the CNN spot-check
@@ -301,7 +294,7 @@ def test_cnn_spot_profile_is_the_authors_cnn_at_a_reduced_scale():
         [config_key(c) for c in cs]
     # its cutoff study adds no run (so --study all costs nothing more), and it shares no run with the other profiles
     keys = {config_key(c) for c in cs}
-    assert {config_key(c) for c in T.configs(s, study="cutoff")} <= keys
+    assert {config_key(c) for c in cutoff.configs(cutoff.profile("cnn-spot"))} <= keys
     for other in ("reduced", "paper"):
         assert not keys & {config_key(c) for c in T.configs(T.profile(other))}
     assert T.spot_scale(s) == "reduced: 1,000 of 10,000 rounds, 2 seeds, Bernoulli only, 5 of the 7 methods"
@@ -398,6 +391,6 @@ def test_sweep_script_estimate_stores_nothing(tmp_path, monkeypatch, capsys):
     assert not list(tmp_path.rglob("*.csv"))
     s = T.profile("cnn-spot", **TINY_SPOT)
     total = sum(mod.client_updates(c) for c in T.configs(s))
-    x, y, _, _ = T.load_data(T.configs(s)[0], "cpu")
-    assert total == sum(int(T.mask(c, T.split(c, y.numpy())[1]).sum()) for c in T.configs(s))
+    x, y, _, _ = common.load_data(T.configs(s)[0], "cpu")
+    assert total == sum(int(common.mask(c, common.split(c, y.numpy())[1]).sum()) for c in T.configs(s))
     assert f"{sum(mod.client_updates(c) for c in T.configs(s) if c['rule'] == 'mifa'):,} client updates" in out

@@ -267,3 +267,11 @@ def test_profile_errors():
         W.profile("smoke", horizon=3)
     with pytest.raises(ValueError, match="pattern"):
         W.masks("poisson", [0.5], 3, 1)
+
+
+def test_moment_deviations_is_the_pmf_check_and_sees_a_wrong_variance(monkeypatch):
+    dev_mean, dev_var, n = W.moment_deviations()
+    assert n == 25 and dev_mean < 1e-12 and dev_var < 1e-9
+    # the geometric law's variance (no cutoff) in place of the document's: the check sees it
+    monkeypatch.setattr(W, "cutoff_var", lambda p, K: (1 - p) / p ** 2)
+    assert W.moment_deviations()[1] > 0.1

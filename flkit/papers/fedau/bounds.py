@@ -34,8 +34,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import aggregate, participation
+from flkit import aggregate, fl, participation, results
 from flkit.papers import claims, settings
+from flkit.papers.fedau import theory
 from flkit.papers.fedau.common import corollary4_K, masks as pattern_masks
 from flkit.seeding import rng
 
@@ -44,7 +45,8 @@ __all__ = [
     "lemma_conditions", "lemma_rhs", "lemma_states", "lemma_table", "bracket_bounds", "theorem2_conditions",
     "theorem2_bound", "theorem2_O", "theorem2_table", "corollary4_steps", "corollary4_rate", "corollary4_table",
     "slope_with_se", "problem1_error", "problem1_table", "interval_overestimates", "instability_runs",
-    "to_tidy", "from_tidy", "lemma_checks", "theorem2_checks", "corollary4_checks", "problem1_checks", "large_interval_checks", "Z",
+    "to_tidy", "from_tidy", "STORED_IDS", "stored", "corollary4_summary", "plot_corollary4", "lemma_checks",
+    "theorem2_checks", "corollary4_checks", "problem1_checks", "large_interval_checks", "Z",
 ]
 
 Z = 3.0     # Monte Carlo margin of the one-sided checks, in standard errors
@@ -432,6 +434,26 @@ def corollary4_table(prob: NoisyQuadratic, Ts, *, seeds, I: int) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def corollary4_summary(tab: pd.DataFrame) -> pd.DataFrame:
+    """Per T of :func:`corollary4_table`: K, the measured mean over seeds (lhs) with its s.e., Corollary 4's
+    expression (rate) and Theorem 2's bound."""
+    return tab.groupby("T").agg(K=("K", "first"), lhs=("lhs", "mean"), se=("lhs", "sem"), rate=("rate", "first"),
+                                bound=("bound", "first"))
+
+
+def plot_corollary4(ax, s4: pd.DataFrame) -> None:
+    """:func:`corollary4_summary` against T on log axes: measured (± 2 s.e.), Corollary 4's expression with
+    constant 1, Theorem 2's explicit bound and a T^(-1/2) guide through the last measured point."""
+    ax.errorbar(s4.index, s4["lhs"], yerr=2 * s4["se"], marker="o", ms=4, color="k", label="measured (± 2 s.e.)")
+    ax.plot(s4.index, s4["rate"], "s--", ms=3, color="C0", label="Corollary 4's expression, constant 1")
+    ax.plot(s4.index, s4["bound"], "^:", ms=3, color="C3", label="Theorem 2, explicit constants")
+    ax.plot(s4.index, s4["lhs"].iloc[-1] * (s4.index / s4.index[-1]) ** -0.5, color="0.5", lw=0.8, label=r"$T^{-1/2}$")
+    ax.set(xscale="log", yscale="log", xlabel="rounds T",
+           ylabel=r"mean of $\|\nabla f(x_t)\|^2$ over $t < T$")
+    theory.plain_ticks(ax, list(s4.index))
+    ax.legend()
+
+
 def slope_with_se(x, y_per_seed: np.ndarray, *, boot: int = 2000, seed: int = 0) -> tuple[float, float]:
     """Log-log slope of the mean over seeds of y (S seeds x len(x)) against x, and its standard error by the
     bootstrap over seeds (seeds resampled jointly across x)."""
@@ -522,15 +544,13 @@ def instability_runs(task, p, *, K_list, eta: float, gamma: float, rounds: int, 
     weights' limit :math:`\mathbb E[S_n]`): per seed the largest distance of :math:`x_t` to the method's own
     limit point over the second half of the run, and whether the run diverged (that distance beyond
     :data:`DIVERGED` times the initial one)."""
-    from flkit import fl
-    from flkit.papers.fedau import theory as th
     p = np.asarray(p, dtype=float)
     algs, refs = {}, {}
     for K in K_list:
-        w = th.omega_of("E[S]", p, K) * p
+        w = theory.omega_of("E[S]", p, K) * p
         name = "K = inf" if K is None else f"K = {K}"
-        algs[name] = fl.Algorithm(aggregate.FedAU(K=K), lr=th.server_lr(eta, gamma, w), local_lr=gamma)
-        refs[name] = th.limit_point(task, w, gamma)
+        algs[name] = fl.Algorithm(aggregate.FedAU(K=K), lr=theory.server_lr(eta, gamma, w), local_lr=gamma)
+        refs[name] = theory.limit_point(task, w, gamma)
     av = {s: participation.bernoulli(p, rounds, s) for s in seeds}
     d = task.dim
     res = fl.run(task, algs, seeds=list(seeds), rounds=rounds, availability=av, every=1,
@@ -553,14 +573,25 @@ def instability_runs(task, p, *, K_list, eta: float, gamma: float, rounds: int, 
 # ================================================================================================
 def to_tidy(df: pd.DataFrame, ids) -> pd.DataFrame:
     """:func:`flkit.results.melt_wide`: a wide table as the tidy table the results store keeps."""
-    from flkit.results import melt_wide
-    return melt_wide(df, ids)
+    return results.melt_wide(df, ids)
 
 
 def from_tidy(t: pd.DataFrame, ids) -> pd.DataFrame:
     """:func:`flkit.results.pivot_wide`: the wide table back."""
-    from flkit.results import pivot_wide
-    return pivot_wide(t, ids)
+    return results.pivot_wide(t, ids)
+
+
+# the key columns of each wide table of the theory page that the results store keeps
+STORED_IDS = {"p1": ["pattern", "K", "T", "seed"], "ov": ["kind", "K", "seed", "client"],
+              "inst": ["eta", "method", "seed"], "lem": ["seed", "round", "weights", "phi"], "t2": ["weights", "step"],
+              "c4": ["T", "seed"]}
+
+
+def stored(store: results.Store, config: dict, key: str, fn) -> pd.DataFrame:
+    """The wide table ``fn()`` of `key` (:data:`STORED_IDS`), from `store` under `config` or computed and
+    stored there in its tidy form (:func:`flkit.papers.fedau.theory.cached`)."""
+    ids = STORED_IDS[key]
+    return from_tidy(theory.cached(store, config, lambda: to_tidy(fn(), ids)), ids)
 
 
 # ================================================================================================

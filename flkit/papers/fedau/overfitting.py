@@ -16,7 +16,7 @@ Our stand-in (labelled as such on the page):
 * model and training: FedAU's Fashion-MNIST CNN (`flkit.models.fedau_fmnist`, IBM/fedau@6e9cce9
   ``model/cnn_mnist.py``), plain SGD with step size 0.1 and minibatches of 16 (FedAU's defaults,
   IBM/fedau@6e9cce9 ``config.py``), minibatches walked as FedAU's per-client shuffled loader
-  (`flkit.engine.BatchStream`), trained with `flkit.engine.local_train` and measured with
+  (`flkit.batches.BatchStream`), trained with `flkit.engine.local_train` and measured with
   `flkit.engine.evaluate`; the single-device model and the all-data model of a seed start from the same
   initialization.
 * measurement: training accuracy = accuracy on the model's own training data (the whole client for the
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import datasets, engine, models, partition, results
+from flkit import datasets, engine, models, partition, plots, results
 from flkit.batches import BatchStream
 from flkit.papers import claims, settings
 from flkit.seeding import rng, torch_gen
@@ -304,7 +304,6 @@ def glue_values(df: pd.DataFrame, cfg: dict, n_train: int = 60000, fit_level: fl
 def plot_overfitting(axes, df: pd.DataFrame) -> None:
     """The slide's two panels: single device (left), all devices (right); training accuracy solid, test
     accuracy dashed; mean over seeds with a band of +- one standard deviation; one legend below the panels."""
-    from flkit import plots
     colors = {"train_acc": "tab:blue", "test_acc": "tab:orange"}
     for k, (ax, setting) in enumerate(zip(axes, SETTINGS)):
         d = df[(df["setting"] == setting) & df["metric"].isin(list(METRICS))].rename(columns={"metric": "quantity"})

@@ -1,5 +1,7 @@
-"""FedAU's main table and cutoff study (document 000, slides "Experiments (cont'd)"): settings, runs, the
-document's numbers and the checks of its readings.
+"""FedAU's main table (document 000, slides "Experiments (cont'd)"; the page notebooks/fedau/table.ipynb): settings,
+runs and the checks of the document's readings. The data, its split and the document's numbers are in
+:mod:`flkit.papers.fedau.common`; the cutoff study, which trains on these runs' setting, in
+:mod:`flkit.papers.fedau.cutoff`.
 
 Every cell of the table is one run of :func:`flkit.fl.run`: a method (an aggregation rule of
 :mod:`flkit.aggregate` with the authors' local and global step sizes) under one participation pattern
@@ -34,30 +36,19 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import spearmanr
 
-from flkit import aggregate, datasets, fl, models, participation, partition
+from flkit import aggregate, fl, models, plots, results
 from flkit.papers import claims
+from flkit.papers.fedau.common import DATASETS, DOCUMENT_DATASETS, NAMES, REFERENCE, load_data, mask, split
 from flkit.papers.settings import positive_int, probabilities, seeds as check_seeds, with_overrides
-from flkit.papers.fedau.common import corollary4_K, masks  # noqa: F401
 from flkit.seeding import resolve_device
 from flkit.tasks import EngineTask
 
-__all__ = ["DATASETS", "PATTERNS", "METHODS", "PROFILES", "REFERENCE", "profile", "configs", "run_batch",
-           "sweep", "summarize", "table", "checks", "step", "lattice_index", "grid", "tune_configs", "select",
-           "tune", "tuning_table", "tuning_grid", "sensitivity", "side_by_side", "SPOT_METHODS",
-           "spot_scale", "spot_differences", "spot_runs", "spot_summary"]
-
-# dataset -> the authors' model and input normalization (IBM/fedau@6e9cce9 model/*.py, dataset/dataset.py)
-DATASETS = {
-    "svhn": dict(model="fedau_svhn", mean=(0.4376821, 0.4437697, 0.47280442),
-                 std=(0.19803012, 0.20101562, 0.19703614)),
-    "cifar10": dict(model="fedau_cifar10", mean=(0.4914, 0.4822, 0.4465), std=(0.2023, 0.1994, 0.2010)),
-    "cifar100": dict(model="fedau_cifar100", mean=(0.4914, 0.4822, 0.4465), std=(0.2023, 0.1994, 0.2010)),
-    "cinic10": dict(model="fedau_cinic10", mean=(0.47889522, 0.47227842, 0.43047404),
-                    std=(0.24205776, 0.23828046, 0.25874835)),
-    "fashion-mnist": dict(model="fedau_fmnist", mean=(0.1307,), std=(0.3081,)),
-}
-DOCUMENT_DATASETS = ("svhn", "cifar10", "cifar100", "cinic10")
+__all__ = ["PATTERNS", "METHODS", "PROFILES", "profile", "base_config", "configs", "run_batch", "sweep",
+           "summarize", "table", "checks", "step", "lattice_index", "grid", "tune_configs", "select", "tune",
+           "tuning_table", "tuning_values", "tuning_grid", "sensitivity", "side_by_side", "SPOT_METHODS", "spot_scale",
+           "spot_differences", "spot_runs", "spot_summary"]
 
 # the document's participation patterns with the code's parameters (same stationary p_n)
 PATTERNS = {"bernoulli": "Bernoulli", "markov": "Markovian (x = 0.05)", "cyclic": "cyclic (L = 100)"}
@@ -98,26 +89,23 @@ _COMMON = dict(clients=250, local_steps=5, batch=16, data_alpha=0.1, part_alpha=
 PROFILES = {
     # seconds on one CPU thread: a subset of the data, 20 clients, logistic regression
     "smoke": dict(_COMMON, dataset="fashion-mnist", model="logreg", clients=20, rounds=30, eval_every=10,
-                  window=10, seeds=[1], train_subset=2000, test_subset=500, p_min=0.05,
-                  cutoffs=[5, None], p_mins=[0.05], cutoff_seeds=[1], tune_validation=500, tune_extend=1),
+                  window=10, seeds=[1], train_subset=2000, test_subset=500, p_min=0.05, tune_validation=500,
+                  tune_extend=1),
     # the CPU profile that is executed here: the document's setting with logistic regression on
-    # Fashion-MNIST in place of the CNN, 1,000 rounds in place of 10,000, and a smaller cutoff grid
+    # Fashion-MNIST in place of the CNN and 1,000 rounds in place of 10,000
     # (at most two widenings of the step-size grid: a tuning run costs about a minute on a third of a CPU core)
     "reduced": dict(_COMMON, dataset="fashion-mnist", model="logreg", rounds=1000, eval_every=50, window=200,
-                    train_subset=None, test_subset=None, cutoffs=[5, 20, 50, 200, None],
-                    p_mins=[0.005, 0.02, 0.05], cutoff_seeds=[1, 2, 3], tune_extend=2),
+                    train_subset=None, test_subset=None, tune_extend=2),
     # the CNN spot-check: the authors' Fashion-MNIST CNN at the reduced profile's horizon (1,000 of 10,000
     # rounds), Bernoulli participation, five methods, 2 seeds, the authors' published step sizes (tuned for
-    # their CIFAR-10 CNN; not retuned for this CNN: the table's runs use `configs(s)` without `steps`). Its
-    # cutoff study is a subset of its table (K = 50 and no cutoff at p_min 0.02 on the same seeds), so
-    # --study all adds no run. Cyclic participation is an override away (patterns=[bernoulli, cyclic]).
+    # their CIFAR-10 CNN; not retuned for this CNN: the table's runs use `configs(s)` without `steps`).
+    # Cyclic participation is an override away (patterns=[bernoulli, cyclic]).
     "cnn-spot": dict(_COMMON, dataset="fashion-mnist", model=None, rounds=1000, eval_every=50, window=200,
                      seeds=[1, 2], patterns=["bernoulli"], methods=list(SPOT_METHODS),
-                     train_subset=None, test_subset=None, cutoffs=[50, None], p_mins=[0.02], cutoff_seeds=[1, 2]),
+                     train_subset=None, test_subset=None),
     # the document's setting (the authors' CNN; dataset as given, Fashion-MNIST here as a stand-in)
     "paper": dict(_COMMON, dataset="fashion-mnist", model=None, rounds=10000, eval_every=50, window=1000,
-                  train_subset=None, test_subset=None, cutoffs=[5, 10, 20, 50, 100, 500, None],
-                  p_mins=[0.005, 0.01, 0.02, 0.05], cutoff_seeds=[1, 2, 3, 4, 5]),
+                  train_subset=None, test_subset=None),
 }
 
 
@@ -145,7 +133,6 @@ def validate(s: Mapping) -> None:
     if s["window"] > s["rounds"]:
         raise ValueError(f"window ({s['window']}) must be at most rounds ({s['rounds']})")
     check_seeds(s["seeds"])
-    check_seeds(s["cutoff_seeds"], "cutoff_seeds")
     check_seeds(s["tune_seeds"], "tune_seeds")
     if set(s["tune_seeds"]) & set(s["seeds"]):
         raise ValueError(f"tune_seeds {s['tune_seeds']} must be disjoint from the table's seeds {s['seeds']}")
@@ -165,11 +152,7 @@ def validate(s: Mapping) -> None:
     for k in ("train_subset", "test_subset"):
         if s[k] is not None:
             positive_int(s[k], k)
-    for v in s["cutoffs"]:
-        if v is not None:
-            positive_int(v, "every cutoff K in cutoffs (None: no cutoff)")
     probabilities([s["p_mean"], s["p_min"], s["markov_x"]], "p_mean, p_min and markov_x")
-    probabilities(s["p_mins"], "p_mins")
 
 
 def model_name(s: Mapping) -> str:
@@ -177,35 +160,32 @@ def model_name(s: Mapping) -> str:
 
 
 # ------------------------------------------------------------------------------------------ configs
-def configs(s: Mapping, *, study: str = "table", steps: Mapping[str, tuple[float, float]] | None = None) -> list[dict]:
-    """One config per run. study "table": every method x pattern x seed; "cutoff": FedAU with every K of
-    ``cutoffs`` x every p_min of ``p_mins`` under Bernoulli participation x seed. steps: {method: (gamma,
-    eta)} in place of the authors' (METHODS) for the methods it names (e.g. :func:`tune`'s selection); a run
-    whose step sizes equal the authors' is the same run (the same config)."""
+def base_config(s: Mapping) -> dict:
+    """What every run of the profile `s` shares (the data, the model, the clients, the horizon); the studies
+    add the method, its step sizes, the participation and the seed (:func:`configs`, :func:`cutoff.configs
+    <flkit.papers.fedau.cutoff.configs>`)."""
+    base = {k: s[k] for k in ("dataset", "clients", "rounds", "local_steps", "batch", "data_alpha", "part_alpha",
+                              "p_mean", "eval_every", "train_subset", "test_subset")}
+    base["model"] = model_name(s)
+    return base
+
+
+def configs(s: Mapping, *, steps: Mapping[str, tuple[float, float]] | None = None) -> list[dict]:
+    """One config per run of the table: every method x pattern x seed. steps: {method: (gamma, eta)} in place
+    of the authors' (METHODS) for the methods it names (e.g. :func:`tune`'s selection); a run whose step sizes
+    equal the authors' is the same run (the same config)."""
     steps = dict(steps or {})
     unknown = sorted(set(steps) - set(METHODS))
     if unknown:
         raise ValueError(f"steps names unknown methods {unknown}; choose among {list(METHODS)}")
-    base = {k: s[k] for k in ("dataset", "clients", "rounds", "local_steps", "batch", "data_alpha", "part_alpha",
-                              "p_mean", "eval_every", "train_subset", "test_subset")}
-    base["model"] = model_name(s)
-    out = []
-    if study == "table":
-        for pattern in s["patterns"]:
-            for m in s["methods"]:
-                r, K, gamma, eta = METHODS[m]
-                gamma, eta = steps.get(m, (gamma, eta))
-                for seed in s["seeds"]:
-                    out.append(dict(base, pattern=pattern, method=m, rule=r, K=K, gamma=gamma, eta=eta,
-                                    p_min=s["p_min"], seed=seed, **_pattern_args(s, pattern)))
-    elif study == "cutoff":
-        for p_min in s["p_mins"]:
-            for K in s["cutoffs"]:
-                for seed in s["cutoff_seeds"]:
-                    out.append(dict(base, pattern="bernoulli", method=f"FedAU (K = {K or 'inf'})", rule="fedau",
-                                    K=K, gamma=0.1, eta=1.0, p_min=p_min, seed=seed))
-    else:
-        raise ValueError(f"study must be 'table' or 'cutoff', got {study!r}")
+    base, out = base_config(s), []
+    for pattern in s["patterns"]:
+        for m in s["methods"]:
+            r, K, gamma, eta = METHODS[m]
+            gamma, eta = steps.get(m, (gamma, eta))
+            for seed in s["seeds"]:
+                out.append(dict(base, pattern=pattern, method=m, rule=r, K=K, gamma=gamma, eta=eta,
+                                p_min=s["p_min"], seed=seed, **_pattern_args(s, pattern)))
     return out
 
 
@@ -229,62 +209,12 @@ def sweep_group(c: Mapping) -> dict:
     return dict(batch_group(c), tables=c["rule"] in TABLE_RULES)
 
 
-# --------------------------------------------------------------------------------------------- data
-_DATA: dict = {}
-
-
-def load_data(c: Mapping, device) -> tuple:
-    """(x, y, x_test, y_test) of the config's dataset, normalized as the authors do, on `device` (cached).
-    A config with ``validation`` = v (the tuning runs) holds v images of the training set out (a fixed random
-    draw, the same for every seed) and evaluates on them in place of the test set, which it never reads."""
-    key = (c["dataset"], c["train_subset"], c["test_subset"], c.get("validation"), str(device))
-    if key not in _DATA:
-        ds = datasets.load(c["dataset"])
-        spec = DATASETS[c["dataset"]]
-        x, y = datasets.normalize(ds.x_train, spec["mean"], spec["std"]), ds.y_train
-        xt, yt = datasets.normalize(ds.x_test, spec["mean"], spec["std"]), ds.y_test
-        if c["train_subset"]:
-            x, y = x[:c["train_subset"]], y[:c["train_subset"]]
-        if c["test_subset"]:
-            xt, yt = xt[:c["test_subset"]], yt[:c["test_subset"]]
-        if c.get("validation"):
-            held, kept = validation_split(len(y), c["validation"])
-            xt, yt, x, y = x[held], y[held], x[kept], y[kept]
-        _DATA.clear()
-        _DATA[key] = tuple(t.to(device) for t in (x, y, xt, yt))
-    return _DATA[key]
-
-
-def validation_split(n: int, v: int) -> tuple[np.ndarray, np.ndarray]:
-    """(held-out, kept) indices of a training set of n images: v held out by a fixed draw (stream
-    "validation" of seed 0), the rest kept in their order."""
-    from flkit.seeding import rng
-    if not 0 < v < n:
-        raise ValueError(f"the validation split needs 0 < v < n, got v = {v}, n = {n}")
-    idx = rng(0, "validation").permutation(n)
-    return np.sort(idx[:v]), np.sort(idx[v:])
-
-
-def split(c: Mapping, y: np.ndarray) -> tuple[partition.Partition, np.ndarray]:
-    """The seed's data split (FedAU's Dirichlet split) and participation probabilities p_n."""
-    part = partition.fedau_dirichlet(y, c["clients"], c["data_alpha"], seed=c["seed"])
-    p = partition.fedau_participation_probs(part.counts, c["part_alpha"], c["p_mean"], c["p_min"], seed=c["seed"])
-    return part, p
-
-
-def mask(c: Mapping, p: np.ndarray) -> np.ndarray:
-    """(rounds, N) participation of the config's pattern (`common.masks`: one stream per pattern)."""
-    return masks(c["pattern"], p, c["rounds"], c["seed"], x=c.get("markov_x", 0.05), period=c.get("cycle", 100))
-
-
 # --------------------------------------------------------------------------------------------- runs
 def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir=None, deadline: float | None = None,
               progress: bool = False, cpu_threads: int | None = 2) -> list[pd.DataFrame]:
     """Run configs that share a `batch_group` in one `fl.run` call; one tidy table (round, metric, value)
     per config. checkpoint_dir: the batch's mid-run state (a later call with the same configs resumes;
     `fl.Deadline` when it stops at `deadline`)."""
-    from flkit.results import config_key
-
     configs = [dict(c) for c in configs]
     if len({repr(sorted(batch_group(c).items())) for c in configs}) != 1:
         raise ValueError("run_batch needs configs that differ only in method, step sizes, K and seed")
@@ -305,7 +235,7 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir=None,
         seed_of.setdefault(name, []).append(c["seed"])
     ckpt = None
     if checkpoint_dir is not None:
-        ckpt = os.path.join(checkpoint_dir, config_key({"batch": [config_key(c) for c in configs]}) + ".pt")
+        ckpt = os.path.join(checkpoint_dir, results.config_key({"batch": [results.config_key(c) for c in configs]}) + ".pt")
     res = fl.run(task, algorithms, seeds=seed_of, rounds=c0["rounds"], availability=masks,
                  p={s: splits[s][1] for s in seeds}, every=c0["eval_every"], diverge_factor=None,
                  checkpoint=ckpt, deadline=deadline, progress=progress, desc=f"{c0['pattern']}")
@@ -333,30 +263,27 @@ def spot_runs(s: Mapping, root=None) -> tuple[pd.DataFrame | None, int, int]:
 
 def store_for(s: Mapping, root=None):
     """The results store: the book's (results/fedau/) for the executed profiles, scratch for smoke."""
-    from flkit import results
     if s["profile"] == "smoke":
         return results.book_store("tmp/fedau", root)       # scratch (git-ignored)
     return results.book_store("fedau", root)
 
 
-def sweep(s: Mapping, *, study: str = "table", root=None, device="auto", compute_missing: bool = True,
-          deadline: float | None = None, progress: bool = True, checkpoint_dir=None,
-          cpu_threads: int | None = 2, steps: Mapping | None = None,
-          runs: Sequence[Mapping] | None = None) -> pd.DataFrame:
-    """Every run of the study (with `steps` as in :func:`configs`; or the configs `runs`, e.g.
-    :func:`tune_configs`), from the store or computed (grouped so that a pattern's methods and seeds
-    train together); resumable at the run level (stored runs are skipped) and inside a batch
-    (checkpoint_dir). compute_missing=False raises when a run is not stored."""
-    from flkit import results
+def sweep(s: Mapping, *, root=None, device="auto", compute_missing: bool = True, deadline: float | None = None,
+          progress: bool = True, checkpoint_dir=None, cpu_threads: int | None = 2, steps: Mapping | None = None,
+          runs: Sequence[Mapping] | None = None, desc: str = "FedAU table") -> pd.DataFrame:
+    """Every run of the table (with `steps` as in :func:`configs`; or the configs `runs`, e.g.
+    :func:`tune_configs` or :func:`cutoff.configs <flkit.papers.fedau.cutoff.configs>`), from the store or
+    computed (grouped so that a pattern's methods and seeds train together); resumable at the run level
+    (stored runs are skipped) and inside a batch (checkpoint_dir). compute_missing=False raises when a run is
+    not stored."""
     store = store_for(s, root)
-    cs = configs(s, study=study, steps=steps) if runs is None else [dict(c) for c in runs]
+    cs = configs(s, steps=steps) if runs is None else [dict(c) for c in runs]
     missing = [c for c in cs if not store.done(c)]
     if missing and not compute_missing:
         raise RuntimeError(f"{len(missing)} of {len(cs)} runs are not stored; run with compute_missing=True")
     fn = lambda batch: run_batch(batch, device, checkpoint_dir=checkpoint_dir, deadline=deadline,  # noqa: E731
                                  cpu_threads=cpu_threads)
-    df = results.sweep_batched(cs, fn, store, group_by=sweep_group, progress=progress,
-                               desc=f"FedAU {study}")
+    df = results.sweep_batched(cs, fn, store, group_by=sweep_group, progress=progress, desc=desc)
     df.attrs["computed"], df.attrs["stored"] = len(missing), len(cs) - len(missing)
     return df
 
@@ -513,6 +440,27 @@ def tuning_table(res: Mapping, s: Mapping) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("method")
 
 
+def tuning_values(res: Mapping, s: Mapping, by_loss: pd.DataFrame) -> dict:
+    """The step-size study's numbers for the page's prose: methods tuned (n_tuned), moved off the authors' pair
+    (n_moved) and to a smaller product gamma eta (n_smaller), those kept (kept) or still on an edge (on_edge),
+    grid points (n_grid), methods whose pick by training loss (`by_loss`, indexed by method) differs
+    (n_loss_differs), and the largest gain in validation accuracy over the authors' pair (max_gain, points) with
+    its method (max_gain_method)."""
+    sel = res["selected"].set_index("method")
+
+    def pair(d, m):
+        return d.loc[m, "gamma"], d.loc[m, "eta"]
+
+    moved = [m for m in sel.index if pair(sel, m) != METHODS[m][2:]]
+    smaller = [m for m in moved if sel.loc[m, "gamma"] * sel.loc[m, "eta"] < METHODS[m][2] * METHODS[m][3]]
+    tt = tuning_table(res, s)
+    gain = (tt["val. acc. at the selection (%)"] - tt["val. acc. at the authors' (%)"]).dropna()
+    return dict(n_tuned=len(sel), n_moved=len(moved), n_smaller=len(smaller), n_grid=len(res["scores"]),
+                n_loss_differs=sum(pair(by_loss, m) != pair(sel, m) for m in sel.index),
+                kept=", ".join(m for m in sel.index if m not in moved) or "none",
+                on_edge=", ".join(res["on_edge"]) or "none", max_gain=float(gain.max()), max_gain_method=gain.idxmax())
+
+
 def tuning_grid(res: Mapping, method: str) -> pd.DataFrame:
     """One method's validation accuracy (%) over its grid: rows gamma, columns eta."""
     sc = res["scores"]
@@ -553,10 +501,6 @@ def summarize(df: pd.DataFrame, s: Mapping) -> pd.DataFrame:
     g = fw.groupby(["pattern", "method", "metric"])["value"]
     out = pd.DataFrame({"mean": 100 * g.mean(), "sd": 100 * g.std(ddof=1), "seeds": g.count()}).reset_index()
     return out
-
-
-NAMES = {"svhn": "SVHN", "cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "cinic10": "CINIC-10",
-         "fashion-mnist": "Fashion-MNIST"}
 
 
 def _cell(mean: float, sd: float) -> str:
@@ -605,7 +549,6 @@ def rank_agreement(summary: pd.DataFrame, metric: str = "test_acc") -> pd.DataFr
     """Spearman rank correlation, per pattern, between our methods' mean accuracy and the document's on
     each of its datasets (the absolute numbers differ with the data and model; the ordering is what the
     document's readings rest on)."""
-    from scipy.stats import spearmanr
     rows = []
     for p in PATTERNS:
         ours = summary[(summary.pattern == p) & (summary.metric == metric)].set_index("method")["mean"]
@@ -623,7 +566,6 @@ def rank_agreement(summary: pd.DataFrame, metric: str = "test_acc") -> pd.DataFr
 def plot_curves(df: pd.DataFrame, s: Mapping, metric: str = "test_acc", smooth=None):
     """Mean accuracy over seeds vs round, one panel per pattern (band: sd over seeds; `smooth`: an EMA
     weight applied to each run's evaluations, `flkit.plots.curves`)."""
-    from flkit import plots
     pats = [p for p in PATTERNS if p in set(df.pattern)]
     fig, axes = plots.figure(1, len(pats), row_height=2.9, sharey=True)
     d = df[df.metric == metric].assign(value=lambda x: 100 * x["value"])
@@ -639,80 +581,6 @@ def plot_curves(df: pd.DataFrame, s: Mapping, metric: str = "test_acc", smooth=N
     h, lab = axes[0, 0].get_legend_handles_labels()
     fig.legend(h, lab, loc="outside lower center", ncols=4, frameon=False)
     return fig
-
-
-def cutoff_summary(df: pd.DataFrame, s: Mapping, metric: str = "test_acc") -> pd.DataFrame:
-    """Cutoff study: mean and sd over seeds (%) of the final-window accuracy per (p_min, K)."""
-    fw = final_window(df, s)
-    fw = fw[fw.metric == metric].assign(K=lambda x: x["K"].fillna(np.inf))
-    g = fw.groupby(["p_min", "K"])["value"]
-    return pd.DataFrame({"mean": 100 * g.mean(), "sd": 100 * g.std(ddof=1), "seeds": g.count()}).reset_index()
-
-
-def plot_cutoff(cs: pd.DataFrame):
-    """Final-window accuracy vs the cutoff K (K = inf drawn at the right end), one line per p_min."""
-    from flkit import plots
-    fig, axes = plots.figure(1, 1, width=5.5, row_height=3.4)
-    ax = axes[0, 0]
-    Ks = sorted(cs.K.unique())
-    finite = [k for k in Ks if np.isfinite(k)]
-    pos = {k: (k if np.isfinite(k) else max(finite) * 4) for k in Ks}
-    groups = list(cs.groupby("p_min"))
-    for i, (p_min, g) in enumerate(groups):
-        g = g.sort_values("K")
-        shift = 1.06 ** (i - (len(groups) - 1) / 2)          # side by side, so that the bars do not overlap
-        x = [pos[k] * shift for k in g.K]
-        ax.errorbar(x, g["mean"], yerr=g["sd"].fillna(0), marker="o", capsize=3, label=f"p_min = {p_min:g}")
-    ax.set_xscale("log")
-    ax.set_xticks([pos[k] for k in Ks], [f"{k:g}" if np.isfinite(k) else "∞" for k in Ks])
-    ax.minorticks_off()
-    ax.set_xlabel("cutoff K (rounds)")
-    ax.set_ylabel("test accuracy (%), mean ± sd")
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3, frameon=False)
-    return fig
-
-
-# ------------------------------------------------------------------------ the document's numbers
-# The table of slide "Experiments (cont'd)": (pattern, method) -> 8 values "mean ± sd" in the column order
-# SVHN train, test, CIFAR-10 train, test, CIFAR-100 train, test, CINIC-10 train, test. Typed once from the
-# document; the extraction repeats the cyclic FedAU (K -> inf) row after the table (a duplicate, dropped).
-_DOC = """
-bernoulli|FedAU (K = inf)|90.4 0.5|89.3 0.5|85.4 0.4|77.1 0.4|63.4 0.6|52.3 0.4|65.2 0.5|61.5 0.4
-bernoulli|FedAU (K = 50)|90.6 0.4|89.6 0.4|86.0 0.5|77.3 0.3|63.8 0.3|52.1 0.6|66.7 0.3|62.7 0.2
-bernoulli|Average participating|89.1 0.3|87.2 0.3|83.5 0.9|74.1 0.8|59.3 0.4|48.8 0.7|61.1 2.3|56.6 2.0
-bernoulli|Average all|88.5 0.5|87.0 0.3|81.0 0.9|72.7 0.9|58.2 0.4|47.9 0.5|60.5 2.3|56.2 2.0
-bernoulli|FedVarp|89.6 0.5|88.9 0.5|84.2 0.3|77.9 0.2|57.2 0.9|49.2 0.8|64.4 0.6|62.0 0.5
-bernoulli|MIFA|89.4 0.3|88.7 0.2|83.5 0.6|77.5 0.3|55.8 1.1|48.4 0.7|63.8 0.7|61.5 0.5
-bernoulli|Known p|89.2 0.5|88.4 0.5|84.3 0.5|77.0 0.5|59.4 0.7|50.6 0.4|63.2 0.6|60.5 0.5
-markov|FedAU (K = inf)|90.5 0.4|89.3 0.4|85.3 0.3|77.1 0.3|63.2 0.5|51.8 0.3|64.9 0.3|61.2 0.2
-markov|FedAU (K = 50)|90.6 0.3|89.5 0.3|85.9 0.5|77.2 0.3|63.5 0.4|51.7 0.3|66.3 0.4|62.3 0.2
-markov|Average participating|89.0 0.3|87.1 0.2|83.4 0.9|74.2 0.7|59.2 0.4|48.6 0.4|61.5 2.3|56.9 1.9
-markov|Average all|88.4 0.6|86.8 0.7|80.8 1.0|72.5 0.5|57.8 0.9|47.7 0.5|59.9 2.8|55.7 2.2
-markov|FedVarp|89.6 0.3|88.6 0.2|84.0 0.3|77.8 0.2|56.4 1.1|48.8 0.5|64.6 0.4|62.1 0.4
-markov|MIFA|89.1 0.3|88.4 0.2|83.0 0.4|77.2 0.4|55.1 1.2|48.1 0.6|63.5 0.7|61.2 0.6
-markov|Known p|89.5 0.2|88.6 0.2|84.5 0.4|76.9 0.3|59.7 0.5|50.3 0.5|63.5 0.9|60.7 0.6
-cyclic|FedAU (K = inf)|89.8 0.6|88.7 0.6|84.2 0.8|76.3 0.7|60.9 0.6|50.6 0.3|63.5 1.0|60.0 0.8
-cyclic|FedAU (K = 50)|89.9 0.6|88.8 0.6|84.8 0.6|76.6 0.4|61.3 0.8|51.0 0.5|64.5 0.9|60.9 0.7
-cyclic|Average participating|87.4 0.5|85.5 0.7|81.6 1.2|73.3 0.8|58.1 1.0|48.3 0.8|58.9 2.1|55.0 1.6
-cyclic|Average all|89.1 0.8|87.4 0.8|83.1 1.0|73.8 0.8|59.7 0.3|48.8 0.4|62.9 1.7|57.6 1.5
-cyclic|FedVarp|84.8 0.5|83.9 0.6|79.7 0.9|75.3 0.7|50.9 0.5|45.9 0.4|60.4 0.7|58.5 0.6
-cyclic|MIFA|78.6 1.2|77.4 1.1|73.0 1.3|70.6 1.1|44.8 0.6|41.1 0.6|51.2 1.0|50.2 0.9
-cyclic|Known p|89.9 0.7|88.7 0.6|83.6 0.7|76.1 0.5|60.2 0.4|50.8 0.4|62.6 0.8|59.8 0.7
-"""
-
-
-def _reference() -> pd.DataFrame:
-    rows = []
-    cols = [(d, sp) for d in DOCUMENT_DATASETS for sp in ("train", "test")]
-    for line in _DOC.strip().splitlines():
-        pattern, method, *cells = line.split("|")
-        for (d, sp), cell in zip(cols, cells, strict=True):
-            m, sd = map(float, cell.split())
-            rows.append(dict(pattern=pattern, method=method, dataset=d, split=sp, mean=m, sd=sd))
-    return pd.DataFrame(rows)
-
-
-REFERENCE = _reference()
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -847,43 +715,6 @@ def spot_summary(spot: pd.DataFrame | None, done: int, total: int, label: str = 
     return dict(status=f"All {total} runs are stored: {what}.", found=what + ".")
 
 
-def bias_term(s: Mapping, p_min: float, Ks: Sequence, seeds: Sequence[int]) -> pd.DataFrame:
-    """Theorem 3's bias term (1/N) sum_n (1 - p_n)^(2K) for the seeds' p_n (the stand-in's split), per K."""
-    c0 = dict(configs(s, study="table")[0], p_min=p_min)
-    y = load_data(c0, "cpu")[1].cpu().numpy()
-    rows = []
-    for seed in seeds:
-        p = split(dict(c0, seed=seed), y)[1]
-        for K in Ks:
-            rows.append(dict(seed=seed, p_min=p_min, K=np.inf if K is None else K,
-                             bias=0.0 if K is None else float(np.mean((1 - p) ** (2 * K))), min_p=float(p.min())))
-    return pd.DataFrame(rows)
-
-
-def cutoff_checks(df: pd.DataFrame, s: Mapping, metric: str = "test_acc") -> list[claims.Check]:
-    """Per p_min, paired over seeds: the smallest K loses to no cutoff; K = 50 >= no cutoff (the
-    document's table); the largest finite K of the grid, when at least Corollary 4's K, is within half a
-    point of no cutoff."""
-    fw = final_window(df, s)
-    fw = fw[fw.metric == metric].assign(K=lambda x: x["K"].fillna(np.inf))
-    ps = 100 * fw.pivot_table(index=["p_min", "K"], columns="seed", values="value")
-    finite = sorted(k for k in s["cutoffs"] if k is not None)
-    out = []
-    for pm in s["p_mins"]:
-        def v(K):
-            return ps.loc[(pm, K)].to_numpy() if (pm, K) in ps.index else np.array([np.nan])
-        if finite:
-            out.append(claims.compare(f"p_min = {pm:g}: no cutoff >= K = {finite[0]}", v(np.inf), v(finite[0])))
-        if 50 in finite:
-            out.append(claims.compare(f"p_min = {pm:g}: K = 50 >= no cutoff", v(50), v(np.inf)))
-        k4 = corollary4_K(pm, s["rounds"])
-        big = [k for k in finite if k >= k4]
-        if big:
-            out.append(claims.close(f"p_min = {pm:g}: K = {big[0]} (>= Corollary 4's {k4:.0f}) within 0.5 point "
-                                    f"of no cutoff", v(big[0]), v(np.inf), threshold=0.5))
-    return out
-
-
 MODEL_WORDS = {"logreg": "multinomial logistic regression"}
 
 
@@ -901,17 +732,6 @@ def describe(s: Mapping) -> str:
     where = "the document's data set" if s["dataset"] in DOCUMENT_DATASETS else f"{NAMES[s['dataset']]} as a stand-in"
     head = f"profile '{s['profile']}' on {where}"
     return head + (": " + ", ".join(diffs) if diffs else ", the document's setting")
-
-
-def best_cutoffs(cs: pd.DataFrame) -> pd.DataFrame:
-    """Per p_min: the K of the grid with the highest mean accuracy, its accuracy and that of no cutoff."""
-    rows = []
-    for p_min, g in cs.groupby("p_min"):
-        best = g.loc[g["mean"].idxmax()]
-        none = g[~np.isfinite(g.K)]["mean"]
-        rows.append(dict(p_min=p_min, best_K=best.K, best_acc=best["mean"],
-                         no_cutoff_acc=float(none.iloc[0]) if len(none) else np.nan))
-    return pd.DataFrame(rows)
 
 
 def empty_rounds(s: Mapping) -> pd.DataFrame:

@@ -37,11 +37,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 import numpy as np
 import pandas as pd
 import torch
 
-from flkit import aggregate, fl, participation
+from flkit import aggregate, fl, participation, results
 from flkit.datasets import QuadraticProblem
 from flkit.papers import settings
 from flkit.partition import fedau_dirichlet, fedau_participation_probs
@@ -51,16 +52,16 @@ from flkit.papers.fedau.common import (PATTERNS, corollary4_K, cutoff_mean, cuto
 from flkit.tasks import QuadraticTask
 
 __all__ = [
-    "PROFILES", "profile", "Setting", "cifar10_setting", "PATTERNS", "masks", "pattern_rate",
+    "PROFILES", "profile", "cached", "Setting", "cifar10_setting", "PATTERNS", "masks", "pattern_rate",
     "quadratic", "omega_of", "argmin_h", "limit_point", "drift_slope", "server_lr", "algorithm",
     "expected_direction", "expected_fixed_point", "WEIGHTINGS", "theorem1_algorithms", "drift_table",
     "exact_table", "tail_averages", "tail_table", "identity_table", "corollary_table", "violation_table",
     "option1_table",
     "weights_over_rounds", "identity_check", "run_final_check",
     "cutoff_pmf", "pmf_moments", "interval_z", "cutoff_mean", "cutoff_var", "cutoff_var_derived", "recorded_intervals",
-    "interval_check", "theorem3_bound", "proof_lines", "corollary4_K", "weight_error", "bound_average",
+    "interval_check", "theorem3_bound", "proof_lines", "corollary4_K", "weight_error", "stored_weight_error", "bound_average",
     "option1", "option1_summary", "OPTION1_LEVEL",
-    "plot_tail", "plot_drift", "plot_tradeoff", "plot_per_round", "plot_option1", "k_label",
+    "plain_ticks", "plot_tail", "plot_drift", "plot_tradeoff", "plot_per_round", "plot_option1", "k_label",
 ]
 
 OPTION1_LEVEL = 1 / 81          # Assumption 5, Option 1
@@ -150,6 +151,11 @@ def profile(name: str, **overrides) -> dict:
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
     return cfg
+
+
+def cached(store: results.Store, config: dict, fn) -> pd.DataFrame:
+    """The stored result of `config` in `store`, or ``fn()`` (a tidy table) computed and stored under it."""
+    return results.sweep([config], lambda c: fn(), store, progress=False)
 
 
 # ================================================================================================
@@ -635,6 +641,15 @@ def weight_error(p, K: int | None, rounds: int, n_masks: int, seed: int, Ts, che
     return _werr_table(curves, K, Ts, counts, p.size, rounds)
 
 
+def stored_weight_error(store: results.Store, p, cfg: dict, K: int | None, rounds: int, Ts, check: bool) -> pd.DataFrame:
+    """:func:`weight_error` of the profile's masks (``cfg["werr"]``) for one K and horizon, from `store` or
+    computed and stored (:func:`cached`, experiment "theory_weight_error")."""
+    W = cfg["werr"]
+    conf = dict(experiment="theory_weight_error", setting_seed=cfg["setting_seed"], K=K, rounds=rounds,
+                masks=W["masks"], seed=W["seed"], Ts=Ts, check=check)
+    return cached(store, conf, lambda: weight_error(p, K, rounds, W["masks"], W["seed"], Ts, check=check))
+
+
 def _confirm(p, K: int, R: int, seed: int, cand: dict, chunk: int) -> dict:
     """Counts of candidate cells (cand_...) and of those confirmed on independent masks (viol_...)."""
     out = {f"{k}_{name}_{w}": 0 for k in ("cand", "viol") for name in ("split", "2K/t", "final")
@@ -742,9 +757,8 @@ def option1_table(Qs: dict, level: float = OPTION1_LEVEL) -> pd.DataFrame:
 # ================================================================================================
 # figures
 # ================================================================================================
-def _plain_ticks(ax, xs) -> None:
+def plain_ticks(ax, xs) -> None:
     """Major x ticks at xs written as plain numbers, no minor x labels (log axes)."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
     ax.set_xticks(xs)
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -758,7 +772,7 @@ def plot_tail(axes, tab: pd.DataFrame, labels: dict, colors: dict) -> None:
         s = g.groupby("round")["dist_ref"].agg(["mean", "sem"])
         ax.errorbar(s.index, s["mean"], yerr=s["sem"], marker="o", ms=3, color=colors[m], label=labels[m], lw=1)
     ax.set(xscale="log", yscale="log", xlabel="rounds T", ylabel=r"$\|\bar x_T - \arg\min h\|$")
-    _plain_ticks(ax, sorted(tab["round"].unique()))
+    plain_ticks(ax, sorted(tab["round"].unique()))
     # one legend for both panels (same colours), below them at the book's size: inside, it hid the lines
     ax.figure.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=4)
     ax = axes[1]

@@ -42,21 +42,17 @@ from scipy import stats
 
 from flkit import aggregate, models, participation
 from flkit.papers import settings
-from flkit.partition import fedau_dirichlet, fedau_participation_probs
-from flkit.seeding import rng
 from flkit.papers.fedau.common import (CIFAR10_COUNTS, PATTERNS, cifar10_probs, cutoff_mean,  # noqa: F401
                                        cutoff_var, k_label, masks)
 
 __all__ = [
     "PROFILES", "profile", "PATTERNS", "CIFAR10_COUNTS", "cifar10_probs", "masks", "algorithm2",
-    "code_weight_log", "omega_identity", "cutoff_mean", "cutoff_var", "interval_limit", "limit",
-    "cyclic_blocks", "cyclic_weight", "cyclic_phase", "rate_se", "rate_checks", "rate_summary",
+    "code_weight_log", "omega_identity", "cutoff_mean", "cutoff_var", "moment_deviations", "interval_limit",
+    "limit", "cyclic_blocks", "cyclic_weight", "cyclic_phase", "rate_se", "rate_checks", "rate_summary",
     "algorithm2_check", "WeightRun", "simulate",
     "run_all", "error_floors", "end_table", "bias_table", "problem1_table", "assumption5_table", "MODELS", "METHODS",
     "memory_table", "pick_clients", "plot_traces", "plot_final", "plot_error", "k_label",
 ]
-
-CIFAR10_COUNTS = (10, 5000)   # classes, training images per class: the split depends on nothing else
 
 _BASE = dict(clients=250, x=0.05, period=100, cutoffs=[None, 50], show_p=[0.02, 0.05, 0.15, 0.4],
              memory_models=["SVHN", "CIFAR-10", "CIFAR-100", "CINIC-10"])
@@ -182,6 +178,22 @@ def interval_limit(p, K: int | None, a, b):
     if K is None:
         return 1 / p
     return (1 / p) / (1 + b * (1 - a) ** (K - 1) / (1 - (1 - a) ** K))
+
+
+def moment_deviations(ps=(0.02, 0.05, 0.1, 0.4, 0.9), Ks=(1, 2, 5, 50, 228)) -> tuple[float, float, int]:
+    """The document's E[S_n] and Var[S_n] of the cutoff geometric law (:func:`cutoff_mean`, :func:`cutoff_var`)
+    against the moments summed from its pmf, P(S = k) = p (1-p)^(k-1) for k < K and (1-p)^(K-1) at K:
+    (largest relative difference of the mean, of the variance (absolute where the variance is below 1e-12),
+    number of (p, K) pairs)."""
+    grid = [(p, K) for p in ps for K in Ks]
+    dev_mean = dev_var = 0.0
+    for p, K in grid:
+        k = np.arange(1, K + 1)
+        pmf = np.where(k < K, p * (1 - p) ** (k - 1), (1 - p) ** (k - 1))
+        m, v = (k * pmf).sum(), (k * k * pmf).sum() - ((k * pmf).sum()) ** 2
+        dev_mean = max(dev_mean, abs(cutoff_mean(p, K) / m - 1))
+        dev_var = max(dev_var, abs(cutoff_var(p, K) - v) / max(v, 1e-300) if v > 1e-12 else abs(cutoff_var(p, K)))
+    return dev_mean, dev_var, len(grid)
 
 
 def cyclic_blocks(p, period: int = 100) -> tuple[np.ndarray, np.ndarray]:
