@@ -26,7 +26,6 @@ CHAPTERS = ("across", "availability", "cvar", "fedau", "hics", "mifa")
 NOT_YET = {
     "across",
     "availability",
-    "cvar",
     "fedau",
     "hics",
     "mifa",
