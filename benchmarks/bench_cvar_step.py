@@ -3,7 +3,7 @@
     python benchmarks/bench_cvar_step.py [--models 65] [--batch 128] [--steps 200] [--profile]
 
 One local step of Algorithm 1 for M stacked LeNets (cvar_lenet, batch B of Fashion-MNIST-shaped
-inputs) through flkit.engine.FastSGD with Fed-CVaR's batched objective: forward, the CVaR objective's
+inputs) through flkit.fastsgd.FastSGD with Fed-CVaR's batched objective: forward, the CVaR objective's
 gradients, in-place SGD. Each variant is captured in a CUDA
 graph and replayed `--steps` times after a warm-up; prints ms per step and the ratio to the baseline
 (the grouped NCHW convolutions, FastSGD's "grouped" backend, used for the stored reduced runs). Every variant
@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flkit import engine, models, objectives  # noqa: E402
+from flkit.fastsgd import FastSGD  # noqa: E402
 from flkit.papers.cvar import algorithm  # noqa: E402
 from flkit.seeding import torch_gen  # noqa: E402
 
@@ -62,7 +63,7 @@ def main() -> None:
             setup = VARIANTS.get(name) or _tuned(name)
             torch.backends.cudnn.benchmark = name != "baseline"
             try:
-                fast = engine.FastSGD(net, P0, x, y, a.batch, lr=LR, objective=objectives.cvar_objective, cuda_graph=False,
+                fast = FastSGD(net, P0, x, y, a.batch, lr=LR, objective=objectives.cvar_objective, cuda_graph=False,
                                       backend="fused" if name.startswith("fused") else "grouped")
                 restore = setup(fast)
                 start = {k: v.clone() for k, v in fast.P.items()}
@@ -87,7 +88,7 @@ def main() -> None:
         if a.profile:
             from torch.profiler import ProfilerActivity, profile
             torch.backends.cudnn.benchmark = False
-            fast = engine.FastSGD(net, P0, x, y, a.batch, lr=LR, objective=objectives.cvar_objective, cuda_graph=False,
+            fast = FastSGD(net, P0, x, y, a.batch, lr=LR, objective=objectives.cvar_objective, cuda_graph=False,
                                   backend=a.profile)
             fast.idx.copy_(idx)
             fast._step()

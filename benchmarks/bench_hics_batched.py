@@ -7,7 +7,7 @@ calls ("kernels" on a GPU) and host synchronisations per round, and the wall tim
     taskset -c 0 .venv/bin/python benchmarks/bench_hics_batched.py --clients 5 --scale 0.25   # a quick look
     taskset -c 0 .venv/bin/python benchmarks/bench_hics_batched.py --estimate 2 --estimate-out results/benchmarks/hics_paper_estimate_cpu.csv
 
-Setting: ``flkit.papers.hics.experiments.make_task`` with the ``paper`` profile (B = 64, two local epochs, plain
+Setting: ``flkit.papers.hics.common.make_task`` with the ``paper`` profile (B = 64, two local epochs, plain
 SGD at eta = 0.001), float32, one thread; the clients are the first M of a shuffled order of setting (2)'s 50
 clients (seed 0's partition of the Fashion-MNIST labels, sizes 240 to 2,639 images), their images random
 (the cost does not depend on pixel values; ``--scale`` keeps that fraction of each client's indices). A round
@@ -42,8 +42,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flkit import engine, fl  # noqa: E402
-from flkit.papers.hics import entropy as E  # noqa: E402
-from flkit.papers.hics import experiments as X  # noqa: E402
+from flkit.papers.hics import common, fmnist  # noqa: E402
 
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero")
 
@@ -58,8 +57,8 @@ def labels() -> np.ndarray:
 
 def make_round(y: np.ndarray, M: int, vectorized, scale: float):
     """The task of M clients (setting (2), seed 0) and the arguments of one round's client_updates."""
-    cfg = X.profile("paper")
-    part = E.make_partition(y, cfg["clients"], X.split_alphas("(2)"), 0)
+    cfg = fmnist.profile("paper")
+    part = common.make_partition(y, cfg["clients"], common.split_alphas("(2)"), 0)
     order = np.random.default_rng(0).permutation(cfg["clients"])[:M]
     idx = [part.indices[i] for i in order]
     idx = [ix[:max(1, int(round(len(ix) * scale)))] for ix in idx]
@@ -70,7 +69,7 @@ def make_round(y: np.ndarray, M: int, vectorized, scale: float):
     x = torch.rand(len(used), 1, 28, 28, generator=g)
     data = SimpleNamespace(x_train=x, y_train=torch.as_tensor(y[used]), x_test=x[:10],
                            y_test=torch.as_tensor(y[used][:10]), name="fashion-mnist")
-    task = X.make_task(data, clients, dict(cfg, vectorized=vectorized))
+    task = common.make_task(data, clients, dict(cfg, vectorized=vectorized))
     w = task.init_params([0])
     runs = fl.Runs([0], torch.tensor([float(cfg["lr"])]), ["random"])
     active = torch.ones(1, M, dtype=torch.bool)
@@ -132,12 +131,12 @@ def plan(y: np.ndarray) -> dict:
     choices are not simulated), and of Fig. 6(a). DivFL's probe of all N clients: with the full-update proxy a
     training call of its own; with the one-step gradient proxy (the profile's) N full-batch gradients computed
     one client at a time by either path (``EngineTask.client_gradients``), counted in ``divfl_gradients``."""
-    cfg = X.profile("paper")
+    cfg = fmnist.profile("paper")
     K, N, B, R = cfg["k"], cfg["clients"], cfg["batch_size"], cfg["epochs"]
     rng = np.random.default_rng(0)
     one = batched = grads = 0.0
-    for job in X.jobs(cfg):
-        part = E.make_partition(y, N, job["alphas"], job["seed"])
+    for job in fmnist.jobs(cfg):
+        part = common.make_partition(y, N, job["alphas"], job["seed"])
         steps = R * -(-np.array([len(i) for i in part.indices]) // B)
         for _ in range(job["rounds"]):
             picks = [rng.choice(N, K, replace=False) for _ in job["methods"]]
@@ -149,8 +148,8 @@ def plan(y: np.ndarray) -> dict:
                 batched += steps.max()
             elif "DivFL" in job["methods"] and job["divfl_proxy"] == "gradient":
                 grads += N
-    from flkit.papers.hics import dissimilarity as DS
-    f = DS.FIG6
+    from flkit.papers.hics import dissimilarity
+    f = dissimilarity.FIG6
     per = f["epochs"] * -(-f["size"] // f["batch_size"])
     return dict(paper_one=one, paper_batched=batched, divfl_gradients=grads, fig6_one=f["rounds"] * f["clients"] * per,
                 fig6_batched=f["rounds"] * per)
@@ -219,11 +218,11 @@ def estimate(repeats: int, out: str | None) -> int:
     from flkit import datasets
     from flkit.numerics import platform
     data = datasets.load("fashion-mnist")
-    cfg = X.profile("paper")
+    cfg = fmnist.profile("paper")
     rows = []
     for rep in range(repeats):
         for vec in (False, True):
-            t = X.paper_estimate(data, dict(cfg, vectorized=vec), rounds=2).set_index("metric")["value"]
+            t = fmnist.paper_estimate(data, dict(cfg, vectorized=vec), rounds=2).set_index("metric")["value"]
             rows.append(dict(rep=rep, path="one client at a time" if vec is False else "batched",
                              seconds_per_client=float(t["seconds_per_client"]),
                              cpu_seconds_per_client=float(t["cpu_seconds_per_client"])))

@@ -5,7 +5,7 @@
     python benchmarks/cuda_parity.py --device cpu --quick                               # the CPU dry run's
 
 engine.local_train(vectorized="grouped" | "vmap") against the sequential per-model loop, the Fed-CVaR
-local steps through engine.FastSGD (CUDA graphs) against algorithm.run_round, and the Triton kernels of
+local steps through flkit.fastsgd.FastSGD (CUDA graphs) against algorithm.run_round, and the Triton kernels of
 flkit.fused against torch's conv/pool and FastSGD's grouped backend, in float32 with TF32 off. The
 one-model loop of the CNNs still to run at a document's scale (HiCS-FL's Fashion-MNIST CNN
 ``hics_fmnist_paper``, dropout off; FedAU's ``fedau_fmnist``) in float32 on the device against the same
@@ -23,6 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flkit import engine, models, objectives  # noqa: E402
+from flkit.batches import epoch_batches  # noqa: E402
+from flkit.fastsgd import FastSGD  # noqa: E402
 from flkit.papers.cvar import algorithm  # noqa: E402
 from flkit.seeding import resolve_device, torch_gen  # noqa: E402
 
@@ -94,15 +96,15 @@ def main(argv=None) -> None:
     state = algorithm.init(engine.stack(net, M, torch_gen(0, "init", dev)), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
     users = algorithm.Users(torch.stack([torch.randperm(400, device=dev, generator=g)[:100] for _ in range(M)])[:, None],
                        torch.tensor([[100], [70], [33], [9]], device=dev))
-    fast = engine.FastSGD(net, state.params, x, y, 32, lr=algorithm.learning_rates(0.05, 0.01), objective=objectives.cvar_objective)
+    fast = FastSGD(net, state.params, x, y, 32, lr=algorithm.learning_rates(0.05, 0.01), objective=objectives.cvar_objective)
     sel = torch.zeros(M, dtype=torch.long, device=dev)
     for n in range(3):
         gens = lambda: [torch_gen(m, f"batch/{n}", dev) for m in range(M)]  # noqa: E731
         state, _ = algorithm.run_round(state, net, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=32,
                               generators=gens())
         pool, size = users.relayed(sel)
-        fast.train(*engine.epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad"))
-    rows.append((f"cvar engine.FastSGD (graph: {fast.graph is not None})", "cvar_mlp", rel(fast.P, state.params)))
+        fast.train(*epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad"))
+    rows.append((f"cvar FastSGD (graph: {fast.graph is not None})", "cvar_mlp", rel(fast.P, state.params)))
     rows += fused_rows(dev, g)
     _report(dev, rows, args.out)
 
@@ -132,7 +134,7 @@ def hics_rows(dev, g) -> list:
     y = torch.randint(0, 10, (sum(sizes),), device=dev, generator=g)
     P = engine.stack(net, len(sizes), torch_gen(0, "init", dev))
     gens = lambda tag: [torch_gen(i, tag, dev) for i in range(len(sizes))]  # noqa: E731
-    batches, steps = engine.epoch_batches(sizes, 64, 2, generators=gens("batch"), last="pad")
+    batches, steps = epoch_batches(sizes, 64, 2, generators=gens("batch"), last="pad")
     keep = engine.dropout_masks(net, x[:1], 64, steps.tolist(), gens("dropout"))
     kw = dict(steps=steps, lr=0.001, dropout_keep=keep)
     ref, _ = engine.local_train(net, P, x, y, batches, vectorized=False, **kw)
@@ -145,7 +147,7 @@ def hics_rows(dev, g) -> list:
 
 def fused_rows(dev, g) -> list:
     """flkit.fused (Triton, full float32 products) against torch's conv/LeakyReLU/max-pool and against
-    engine.FastSGD's grouped backend, on the Table 1 LeNet's two block shapes."""
+    FastSGD's grouped backend, on the Table 1 LeNet's two block shapes."""
     import torch.nn.functional as F
     from flkit import fused
     if not fused.available(dev):
@@ -175,7 +177,7 @@ def fused_rows(dev, g) -> list:
     P0 = algorithm.init(engine.stack(net, 8, torch_gen(0, "init", dev)), 0.3, 0.1).params
     out = {}
     for backend in ("grouped", "fused"):
-        fast = engine.FastSGD(net, P0, x, y, 128, lr=algorithm.learning_rates(1e-2, 5e-4), objective=objectives.cvar_objective,
+        fast = FastSGD(net, P0, x, y, 128, lr=algorithm.learning_rates(1e-2, 5e-4), objective=objectives.cvar_objective,
                               backend=backend)
         fast.precision = "ieee"
         gb = torch.Generator(device=dev).manual_seed(1)

@@ -38,10 +38,10 @@ out of each model's batch statistics (on the steps that have any), so a step equ
 batch. Dropout: ``dropout_keep`` gives every path the same keep masks (:func:`dropout_masks` draws them
 from one generator per model), else each path draws from torch's global RNG (see Randomness).
 
-:class:`FastSGD` is a fourth implementation of the rule for plain SGD on grouped-family models only,
-built for long chains of small steps: a batched objective (the M models' losses in one call), static
-tensors updated in place, CUDA-graph replay of each step on a GPU, and the Triton kernels of
-:mod:`flkit.fused` as an optional backend.
+:class:`flkit.fastsgd.FastSGD` is a fourth implementation of the rule for plain SGD on grouped-family models
+only, built for long chains of small steps (CUDA graphs, the Triton kernels of :mod:`flkit.fused`). The
+minibatch indices ``batches`` and ``steps`` come from :mod:`flkit.batches` (:func:`flkit.batches.epoch_batches`,
+:func:`flkit.batches.sample_batches`, :class:`flkit.batches.BatchStream`).
 
 Randomness: without ``dropout_keep``, dropout masks use torch's global RNG in every path (seed it with
 ``torch.manual_seed`` for repeatable runs); the vectorized and sequential paths draw different masks.
@@ -52,29 +52,20 @@ import copy
 from contextlib import nullcontext
 from typing import Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from flkit import fused
+from flkit.batches import _count
 from flkit.grouped import _BN, Params, _drop, _masked_batch_norm, grouped_forward, supports_grouped
 
 __all__ = [
     "stack", "stack_copies", "unstack", "to_module", "take", "put", "cross_entropy", "supports_grouped",
-    "grouped_forward", "local_train", "evaluate", "per_class_accuracy", "epoch_batches", "sample_batches",
-    "BatchStream", "FastSGD", "dropout_masks",
+    "grouped_forward", "local_train", "evaluate", "per_class_accuracy", "dropout_masks",
 ]
 
 Objective = Callable[[Tensor, Tensor, Params], Tensor]
-
-
-def _count(value, name: str) -> int:
-    """A count (batch size, epochs, steps, chunk): an int >= 1 (numpy ints too; bools and floats refused)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return int(value)
 
 
 # ----------------------------------------------------------------------------------- stacked params
@@ -174,7 +165,7 @@ def _predict(logits: Tensor) -> Tensor:
 
 def cross_entropy(logits: Tensor, y: Tensor, p: Params | None = None) -> Tensor:
     """Mean loss over the batch (last axis of ``y``), ignoring labels < 0 (padding of a short last
-    batch, see :func:`epoch_batches`): equal to ``F.cross_entropy(logits, y)`` on the valid samples.
+    batch, see :func:`flkit.batches.epoch_batches`): equal to ``F.cross_entropy(logits, y)`` on the valid samples.
     One logit means binary labels and the logistic loss. The default ``objective``; call it from
     custom objectives (``L = cross_entropy(logits, y)``) to keep the padding semantics."""
     valid = (y >= 0).to(logits.dtype)
@@ -605,172 +596,6 @@ def _train_sequential(model, P, state, x, y, batches, steps_list, lrs, anchor, o
                     state["step"][m] = float(st["step"])
 
 
-# ----------------------------------------------------------------------------------- fast plain SGD
-BatchedObjective = Callable[[Tensor, Tensor, Params], Tensor]
-
-
-class FastSGD:
-    """Plain SGD of M stacked models, specialised for long chains of small steps (Fed-CVaR's runs).
-
-    The update rule is :func:`local_train`'s with ``opt="sgd"`` and nothing else: no momentum, no
-    weight decay, no prox term (``opt``, ``momentum``, ``weight_decay``, ``prox_mu`` are accepted only
-    to raise a ValueError when set; use :func:`local_train` for those). At a step s < steps[m] with
-    minibatch b = batches[m, s], for every tensor k of ``params`` with a nonzero learning rate::
-
-        P[k][m] <- P[k][m] - lr[k][m] * d objective(...)[m] / d P[k][m]
-
-    and models with s >= steps[m] are left untouched. Tensors whose learning rate is 0 for every model
-    are constants: handed to the objective, never differentiated or changed (e.g. Fed-CVaR's per-run
-    alpha and gamma). The model must be of the grouped family (:func:`supports_grouped`: no buffers).
-
-    What differs from :func:`local_train` is the mechanics only:
-      * a batched objective ``objective(logits (M, B, C), y (M, B), P) -> (M,)``, one call per step for
-        the M models at once (no vmap); y holds -100 in padded slots (index -1); P holds every tensor of
-        ``params``, the trained ones as autograd leaves. Default :func:`cross_entropy` (already batched);
-        a per-model objective of local_train written with batched ops works unchanged.
-      * static tensors: the state ``self.P``, the step's indices and active mask are allocated once and
-        updated in place (``P[k] <- where(active, P[k] - lr * grad, P[k])``);
-      * on CUDA each step is one replay of a captured CUDA graph (a step of these small models is a few
-        hundred tiny kernels, whose launches would dominate the time). After capture the graph is
-        checked against an eager step and dropped, with a message through ``log``, if capture fails or
-        the two disagree; ``self.graph`` is None when running eagerly.
-      * ``backend``: "grouped" runs the models through :func:`grouped_forward` (convolutions as grouped
-        convolutions); "fused" through :mod:`flkit.fused` (Triton kernels for Conv -> LeakyReLU ->
-        MaxPool2d(2) blocks, TF32 products like cuDNN; ``self.precision = "ieee"`` for full float32);
-        "auto": fused on CUDA when triton is there and the model fits (:func:`flkit.fused.supports_fused`),
-        else grouped (never Triton's slow CPU interpreter). ``self.backend`` says which is used.
-
-    Rounding: same operations as local_train's grouped path except that local_train's unmasked steps
-    use ``addcmul_`` (tests/test_engine.py: equal to 1e-10 in float64).
-
-    >>> sgd = FastSGD(model, params, x, y, batch_size=32, lr={"default": 0.05, "t": 0.01, "alpha": 0.0})
-    >>> sgd.train(*epoch_batches(pool, 32, 2, generators=gens, sizes=n, last="pad"))   # sgd.P: new state
-    """
-
-    def __init__(self, model: nn.Module, params: Params, x: Tensor, y: Tensor, batch_size: int, *, lr,
-                 objective: BatchedObjective | None = None, backend: str = "auto", cuda_graph: bool = True,
-                 log: Callable[[str], None] = print, opt: str = "sgd", momentum: float = 0.0,
-                 weight_decay: float = 0.0, prox_mu: float = 0.0):
-        if opt != "sgd" or momentum or weight_decay or prox_mu:
-            raise ValueError(f"FastSGD runs plain SGD only (opt='sgd', no momentum, weight_decay or prox_mu); got "
-                             f"opt={opt!r}, momentum={momentum}, weight_decay={weight_decay}, prox_mu={prox_mu}: "
-                             "use flkit.engine.local_train")
-        if not supports_grouped(model):
-            raise ValueError("FastSGD needs a model of the grouped family (flkit.engine.supports_grouped); "
-                             "use flkit.engine.local_train")
-        if backend not in ("auto", "fused", "grouped"):
-            raise ValueError(f"backend must be 'auto', 'fused' or 'grouped', got {backend!r}")
-        batch_size = _count(batch_size, "batch_size")
-        pnames, _, extras = _names(model, params)
-        first = params[pnames[0]]
-        M, dev = first.shape[0], first.device
-        bad = [k for k, v in params.items() if v.shape[:1] != (M,)]
-        if bad:
-            raise ValueError(f"params {bad[:3]} do not have the leading axis M={M} of {pnames[0]!r}")
-        if x.device != dev or y.device != dev:
-            raise ValueError(f"x and y must be on the parameters' device {dev}, got {x.device} and {y.device}")
-        can_fuse = fused.supports_fused(model) and fused.available(x.device)
-        if backend == "fused" and not can_fuse:
-            raise ValueError("backend='fused' needs triton, a CUDA device (or TRITON_INTERPRET=1) and a model of "
-                             "Conv2d -> LeakyReLU -> MaxPool2d(2) blocks (flkit.fused.supports_fused)")
-        auto_fuse = backend == "auto" and can_fuse and dev.type == "cuda"  # never the slow interpreter
-        self.backend = "fused" if backend == "fused" or auto_fuse else "grouped"
-        self.precision = "tf32"  # of the fused kernels' products ("ieee": full float32)
-        self.model, self.x, self.y, self.objective = model, x, y, objective or cross_entropy
-        self.pnames = pnames
-        self.P = {k: v.detach().clone() for k, v in params.items()}
-        lrs = _lr_table(lr, pnames + extras, M, first)
-        self.trained = [k for k in pnames + extras if bool((lrs[k] != 0).any())]
-        if not self.trained:
-            raise ValueError("every learning rate is 0: nothing to train")
-        self.lr = {k: lrs[k].clone() for k in self.trained}
-        self.idx = torch.zeros(M, batch_size, dtype=torch.long, device=dev)
-        self.active = torch.ones(M, dtype=torch.bool, device=dev)
-        self.graph = None
-        if cuda_graph and dev.type == "cuda":
-            try:
-                self._capture()
-            except Exception as e:  # pragma: no cover - GPU only
-                self.graph = None
-                log(f"FastSGD: CUDA graph capture failed ({type(e).__name__}: {e}); running eagerly")
-            else:  # pragma: no cover - GPU only
-                if not self._graph_matches_eager():
-                    self.graph = None
-                    log("FastSGD: CUDA graph and eager step disagree; running eagerly")
-
-    def _step(self) -> None:
-        """One masked SGD step of the M models on the minibatch indices in ``self.idx``."""
-        idx, P = self.idx, self.P
-        yb = torch.where(idx >= 0, self.y[idx.clamp(min=0)], -100)
-        leaves = {k: P[k].detach().requires_grad_(True) for k in self.trained}
-        args = P | leaves
-        theta = {k: args[k] for k in self.pnames}
-        if self.backend == "fused":
-            logits = fused.forward(self.model, theta, self.x, idx, self.precision)
-        else:
-            logits = grouped_forward(self.model, theta, self.x[idx.clamp(min=0)])
-        losses = self.objective(logits, yb, args)
-        if losses.shape != idx.shape[:1]:
-            raise ValueError(f"the objective must return one loss per model, shape ({idx.shape[0]},); "
-                             f"got {tuple(losses.shape)}")
-        grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in self.trained], allow_unused=True)
-        with torch.no_grad():
-            for k, d in zip(self.trained, grads):
-                if d is None:  # the objective does not depend on it: zero gradient, no change
-                    continue
-                p, act = P[k], _bcast(self.active, P[k])
-                p.copy_(torch.where(act, p - _bcast(self.lr[k], p) * d, p))
-
-    def _capture(self) -> None:  # pragma: no cover - GPU only
-        self.idx.zero_()
-        self.active.fill_(False)  # warm-up and capture leave the state unchanged
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                self._step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self._step()
-        self.graph = graph
-
-    def _graph_matches_eager(self) -> bool:  # pragma: no cover - GPU only
-        g = torch.Generator(device=self.x.device).manual_seed(0)
-        self.idx.copy_(torch.randint(0, len(self.y), self.idx.shape, generator=g, device=self.x.device))
-        self.active.fill_(True)
-        start = {k: v.clone() for k, v in self.P.items()}
-        self.graph.replay()
-        replayed = {k: v.clone() for k, v in self.P.items()}
-        for k in self.P:
-            self.P[k].copy_(start[k])
-        self._step()
-        ok = all(torch.allclose(replayed[k], self.P[k], rtol=1e-5, atol=1e-6) for k in self.P)
-        for k in self.P:
-            self.P[k].copy_(start[k])
-        return ok
-
-    def train(self, batches: Tensor, steps: Tensor | None = None) -> Params:
-        """Run the local steps: batches (M, S, B) of indices into x (-1: padding), steps (M,) the valid
-        steps of each model (default: all S), e.g. from :func:`epoch_batches`. Updates and returns ``self.P``."""
-        M, B = self.idx.shape
-        if batches.dim() != 3 or batches.shape[0] != M or batches.shape[2] != B:
-            raise ValueError(f"batches must be (M={M}, S, B={B}), got {tuple(batches.shape)}")
-        S = batches.shape[1]
-        steps = torch.full((M,), S, device=batches.device) if steps is None else steps
-        if steps.shape != (M,):
-            raise ValueError(f"steps must have shape ({M},), got {tuple(steps.shape)}")
-        act = torch.arange(S, device=batches.device) < steps[:, None]
-        for s in range(S):
-            self.idx.copy_(batches[:, s])
-            self.active.copy_(act[:, s])
-            if self.graph is not None:
-                self.graph.replay()
-            else:
-                self._step()
-        return self.P
-
-
 # ---------------------------------------------------------------------------------------- evaluate
 def _logit_chunks(model, params, x, batch_size, models_per_chunk, vectorized, autocast_dtype):
     """Yield (model slice, data slice, logits (Mc, b, C)) over chunks of models and of the data."""
@@ -828,174 +653,3 @@ def per_class_accuracy(model: nn.Module, params: Params, x: Tensor, y: Tensor, n
         correct[ms] += (_predict(logits) == y[ds]).float() @ onehot
     counts = torch.bincount(y, minlength=num_classes).float()
     return correct / counts  # 0/0 -> NaN for absent classes
-
-
-# ----------------------------------------------------------------------------------------- batches
-def _index_table(sizes_or_index_lists, device, sizes=None) -> tuple[Tensor, Tensor]:
-    """(M, n_max) table of each model's sample indices (padded with its first index) and sizes (M,).
-    Sizes mean contiguous blocks of a concatenation: model m owns [sum(sizes[:m]), sum(sizes[:m+1])).
-    With ``sizes``, the first argument already is such a table (M, W) (any padding) and ``sizes`` its
-    rows' lengths; it is used as it is (no host round trip)."""
-    if sizes is not None:
-        table, n = torch.as_tensor(sizes_or_index_lists), torch.as_tensor(sizes)
-        if table.dim() != 2 or table.dtype != torch.long or n.shape != table.shape[:1] or n.dtype != torch.long:
-            raise ValueError(f"with sizes, give a LongTensor (M, W) of index rows and sizes a LongTensor (M,); got "
-                             f"{table.dtype} {tuple(table.shape)} and {n.dtype} {tuple(n.shape)}")
-        n = n.to(device)
-        if len(n) and not bool(((n >= 0) & (n <= table.shape[1])).all()):
-            raise ValueError(f"sizes must be in [0, {table.shape[1]}] (the table's width), got {n.tolist()}")
-        return table.to(device), n
-    items = list(sizes_or_index_lists)
-    if all(np.ndim(a) == 0 for a in items):
-        sizes = [int(a) for a in items]
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
-        items = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(sizes))]
-    lists = [torch.as_tensor(a.cpu() if isinstance(a, Tensor) else np.asarray(a), dtype=torch.long).reshape(-1)
-             for a in items]
-    sizes_host = [len(a) for a in lists]                  # the width from host ints: no tensor read
-    n = torch.tensor(sizes_host, dtype=torch.long)
-    table = torch.zeros(len(lists), max(1, max(sizes_host) if sizes_host else 1), dtype=torch.long)
-    for i, a in enumerate(lists):
-        if len(a):
-            table[i, :len(a)], table[i, len(a):] = a, a[0]
-    return table.to(device), n.to(device)
-
-
-def _permutations(n: Tensor, width: int, generator, device) -> Tensor:
-    """(len(n), width) rows whose first n[i] entries are a uniform random permutation of 0..n[i]-1."""
-    keys = torch.rand(len(n), width, generator=generator, device=device, dtype=torch.float64)
-    keys.masked_fill_(torch.arange(width, device=device) >= n[:, None], 2.0)
-    return keys.argsort(dim=1)
-
-
-def _epoch_permutations(n: Tensor, width: int, epochs: int, generator, generators, device) -> Tensor:
-    """(M, epochs, width): per model and epoch, a permutation of 0..n[m]-1 in the first n[m] entries.
-
-    One generator: each epoch draws (M, width) float64 keys for all models at once. Per-model
-    generators: model m draws (epochs, n[m]) float64 keys from its own generator only, so its
-    permutations do not depend on the other models (keys of the unused width are 2.0, sorted last)."""
-    if generators is None:
-        return torch.stack([_permutations(n, width, generator, device) for _ in range(epochs)], 1)
-    keys = torch.full((len(n), epochs, width), 2.0, dtype=torch.float64, device=device)
-    for m, (g, nm) in enumerate(zip(generators, n.tolist())):  # one device sync for all models
-        keys[m, :, :nm] = torch.rand(epochs, nm, generator=g, device=device, dtype=torch.float64)
-    return keys.argsort(dim=-1)
-
-
-def epoch_batches(sizes_or_index_lists, batch_size: int, epochs: int = 1, generator: torch.Generator | None = None,
-                  *, generators=None, sizes: Tensor | None = None, last: str = "wrap",
-                  device=None) -> tuple[Tensor, Tensor]:
-    """Minibatches for ``epochs`` passes over each model's data: a fresh permutation per epoch.
-
-    ``sizes_or_index_lists``: per model either its indices into x (arrays/tensors) or its size (then
-    models own consecutive blocks of x); or, with ``sizes`` (LongTensor (M,)), a LongTensor (M, W) whose
-    row m holds model m's indices in its first sizes[m] entries (any padding after; used in place, e.g.
-    on the GPU). Returns ``batches`` (M, S, B) and ``steps`` (M,) = epochs * batches-per-epoch;
-    S = max(steps); steps beyond a model's own are filler (masked; index: the model's first sample).
-
-    Randomness: ``generator`` (one stream: each epoch draws float64 keys (M, n_max) for all models;
-    None: torch's global RNG) or ``generators`` (one per model, all on one device: model m draws
-    (epochs, n_m) float64 keys from its own, so its batches do not depend on which other models share
-    the call; Fed-CVaR's runs use this). The permutation of an epoch is the argsort of its keys.
-
-    The last, partial batch of an epoch (n_m not a multiple of B) follows ``last``:
-      * ``"wrap"`` (default): ceil(n_m/B) full batches; the last is topped up with the first samples of
-        the same epoch's permutation (those few are seen twice in that epoch; a client with n_m < B has
-        its samples repeated to fill one batch). Works with any objective.
-      * ``"pad"``: ceil(n_m/B) batches; the missing slots are index -1, whose labels the default
-        :func:`cross_entropy` ignores, so each step equals PyTorch's ``DataLoader(shuffle=True,
-        drop_last=False)`` with its short last batch (BatchNorm batch statistics excepted: padded
-        slots hold a real sample). Custom objectives must use :func:`cross_entropy` or mask y < 0.
-      * ``"drop"``: floor(n_m/B) batches (``drop_last=True``; clients with n_m < B get 0 steps).
-    """
-    if last not in ("wrap", "pad", "drop"):
-        raise ValueError(f"last must be 'wrap', 'pad' or 'drop', got {last!r}")
-    batch_size, epochs = _count(batch_size, "batch_size"), _count(epochs, "epochs")
-    if generator is not None and generators is not None:
-        raise ValueError("give generator= (one stream for all models) or generators= (one per model), not both")
-    gens = None if generators is None else list(generators)
-    gdev = (gens[0].device if gens else generator.device if generator is not None else torch.device("cpu"))
-    if gens is not None and len({g.device for g in gens}) > 1:
-        raise ValueError(f"generators must share one device, got {sorted({str(g.device) for g in gens})}")
-    table, n = _index_table(sizes_or_index_lists, gdev, sizes)
-    M, B = len(n), batch_size
-    if gens is not None and len(gens) != M:
-        raise ValueError(f"generators: one generator per model ({M}), got {len(gens)}")
-    spe = n // B if last == "drop" else (n + B - 1) // B
-    steps, spe_max = spe * epochs, max(1, int(spe.max()) if M else 1)
-    j = torch.arange(spe_max * B, device=gdev)
-    perm = _epoch_permutations(n, table.shape[1], epochs, generator, gens, gdev)         # (M, epochs, W)
-    pos = perm.gather(2, (j[None, :] % n.clamp(min=1)[:, None])[:, None].expand(M, epochs, -1))
-    ids = table.gather(1, pos.reshape(M, -1)).view(M, epochs, spe_max * B)
-    if last == "pad":
-        ids = ids.masked_fill(j >= n[:, None, None], -1)
-    tab = ids.view(M, epochs, spe_max, B)
-    s, per = torch.arange(int(steps.max()) if M else 0, device=gdev), spe.clamp(min=1)[:, None]
-    batches = tab[torch.arange(M, device=gdev)[:, None], (s // per).clamp(max=epochs - 1), s % per]
-    batches = torch.where((s[None, :] >= steps[:, None])[..., None], table[:, :1, None].expand_as(batches), batches)
-    return batches.to(device or gdev), steps.to(device or gdev)
-
-
-def sample_batches(index_lists, batch_size: int, num_steps: int, generator: torch.Generator | None = None, *,
-                   replace: bool = False, device=None) -> tuple[Tensor, Tensor]:
-    """``num_steps`` independent minibatches per model ("I local iterations"): each batch is B samples
-    drawn uniformly from the model's data without replacement within the batch (with replacement if
-    ``replace`` or if n_m < B, then samples repeat), independently across steps.
-
-    Note: FedAU's code instead walks a per-client shuffled DataLoader that persists across rounds and
-    skips short last batches; :class:`BatchStream` reproduces that exactly.
-    Returns ``batches`` (M, num_steps, B) and ``steps`` (M,) (0 for models without data).
-    """
-    batch_size, num_steps = _count(batch_size, "batch_size"), _count(num_steps, "num_steps")
-    gdev = generator.device if generator is not None else torch.device("cpu")
-    table, n = _index_table(index_lists, gdev)
-    M, B = len(n), batch_size
-    if replace:
-        pos = (torch.rand(M, num_steps, B, generator=generator, device=gdev, dtype=torch.float64)
-               * n[:, None, None]).long()
-    else:
-        keys = torch.rand(M, num_steps, table.shape[1], generator=generator, device=gdev, dtype=torch.float64)
-        keys.masked_fill_(torch.arange(table.shape[1], device=gdev) >= n[:, None, None], 2.0)
-        perm = keys.argsort(dim=2)
-        first_b = torch.arange(B, device=gdev) % n.clamp(min=1)[:, None]  # (M, B); wraps when n_m < B
-        pos = perm.gather(2, first_b[:, None, :].expand(M, num_steps, B))
-    batches = table.gather(1, pos.clamp(max=table.shape[1] - 1).reshape(M, -1)).view(M, num_steps, B)
-    steps = torch.where(n > 0, num_steps, 0)
-    return batches.to(device or gdev), steps.to(device or gdev)
-
-
-class BatchStream:
-    """Per-client minibatch streams that persist across rounds, as in FedAU's code (IBM/fedau@6e9cce9, ``main.py``,
-    ``sample_minibatch``):
-    each client walks through a random permutation of its data B samples at a time; when fewer than
-    B samples are left they are skipped and a fresh permutation starts (``DataLoader(shuffle=True)``
-    restarted on a short batch). A client with n < B gets its samples repeated to fill a batch
-    (the authors' loader would give it a short batch).
-
-    >>> stream = BatchStream(partition.indices, 16, torch_gen(seed, "batch", device))
-    >>> batches, steps = stream.next(active_clients, num_steps=5)     # (k, 5, 16), (k,)
-    """
-
-    def __init__(self, index_lists, batch_size: int, generator: torch.Generator | None = None):
-        self.generator, self.B = generator, _count(batch_size, "batch_size")
-        self.device = generator.device if generator is not None else torch.device("cpu")
-        self.table, self.n = _index_table(index_lists, self.device)
-        self.perm = _permutations(self.n, self.table.shape[1], generator, self.device)
-        self.cursor = torch.zeros_like(self.n)
-
-    def next(self, clients, num_steps: int) -> tuple[Tensor, Tensor]:
-        """Minibatches (len(clients), num_steps, B) for the given client ids (distinct), and steps."""
-        num_steps = _count(num_steps, "num_steps")
-        c = torch.as_tensor(clients.cpu() if isinstance(clients, Tensor) else np.asarray(clients),
-                            dtype=torch.long).reshape(-1).to(self.device)
-        out = []
-        for _ in range(num_steps):
-            restart = c[self.cursor[c] + self.B > self.n[c]]
-            if len(restart):
-                self.perm[restart] = _permutations(self.n[restart], self.table.shape[1], self.generator, self.device)
-                self.cursor[restart] = 0
-            pos = (self.cursor[c, None] + torch.arange(self.B, device=self.device)) % self.n[c, None].clamp(min=1)
-            out.append(self.table[c].gather(1, self.perm[c].gather(1, pos)))
-            self.cursor[c] += self.B
-        batches = torch.stack(out, 1) if out else torch.zeros(len(c), 0, self.B, dtype=torch.long, device=self.device)
-        return batches, torch.where(self.n[c] > 0, num_steps, 0)

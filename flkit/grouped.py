@@ -1,5 +1,5 @@
 """The forward pass of M stacked models of the grouped family, shared by :mod:`flkit.engine` (its "grouped"
-local training, :class:`flkit.engine.FastSGD`, evaluation) and :mod:`flkit.fused` (the layers after its Triton
+local training, :class:`flkit.fastsgd.FastSGD`, evaluation) and :mod:`flkit.fused` (the layers after its Triton
 blocks).
 
 A flat ``nn.Sequential`` of Conv2d/Linear/pooling/elementwise/PReLU/BatchNorm layers runs for M models at once:

@@ -1,5 +1,5 @@
 """Local objectives beyond the engine's default cross-entropy, for `flkit.engine.local_train` and
-`flkit.engine.FastSGD` (``objective=``).
+`flkit.fastsgd.FastSGD` (``objective=``).
 
 Fed-CVaR-Avg (document 003): the objective (6), its (sub)gradients, and the minibatch surrogate that the
 local steps minimize (`cvar_objective`).
@@ -74,6 +74,6 @@ def cvar_objective(logits: torch.Tensor, y: torch.Tensor, p: Mapping[str, torch.
     batched operations, so it serves both engine trainers: for one model (logits (B, C), p["t"] a
     scalar) as the `objective` of `flkit.engine.local_train`, which vmaps it, and for all M runs at
     once (logits (M, B, C), y (M, B), p["t"] (M,) -> (M,)) as the batched objective of
-    `flkit.engine.FastSGD`."""
+    `flkit.fastsgd.FastSGD`."""
     from flkit.engine import cross_entropy
     return surrogate(cross_entropy(logits, y), p["t"], p["alpha"].detach(), p["gamma"].detach())

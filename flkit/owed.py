@@ -19,7 +19,7 @@ document does not include). ``value`` is the rank (1 first); ``why`` says what t
 were timed there (``basis`` "measured"); otherwise "estimated from ..." (``basis`` "estimated", the text
 says from what). ``cpu_hours``: one CPU thread of this machine, "measured" where a short trial of the
 item's own runs was timed here (``scripts/cvar_sweep.py ... --estimate --threads 1``,
-:func:`flkit.papers.hics.experiments.paper_estimate`), else "extrapolated" (the text says from what).
+:func:`flkit.papers.hics.fmnist.paper_estimate`), else "extrapolated" (the text says from what).
 
 **Paying** (``--pay``): the most valuable unpaid item that the device can pay runs as a subprocess in
 pieces: its command with ``--device`` and ``--max-minutes`` replaced (a piece is at most ``--piece-minutes``,
@@ -143,10 +143,10 @@ def _hics_fmnist(part: str = "all") -> Callable[[], tuple[int, int]]:
     """The paper profile's jobs: "s2" the four cheap methods of setting (2) (Table 1's), "rest" the others."""
     def count():
         from flkit import results
-        from flkit.papers.hics import experiments
+        from flkit.papers.hics import fmnist
         store = results.book_store("hics")
-        js = experiments.jobs(experiments.profile("paper"))
-        s2 = [experiments.is_setting2_main(j) for j in js]
+        js = fmnist.jobs(fmnist.profile("paper"))
+        s2 = [fmnist.is_setting2_main(j) for j in js]
         js = [j for j, k in zip(js, s2) if part == "all" or (part == "s2") == k]
         return sum(store.done(j) for j in js), len(js)
     return count
@@ -155,9 +155,9 @@ def _hics_fmnist(part: str = "all") -> Callable[[], tuple[int, int]]:
 def _hics_cifar(name: str) -> Callable[[], tuple[int, int]]:
     def count():
         from flkit import results
-        from flkit.papers.hics import experiments
-        store = results.book_store(experiments.store_name(name))
-        js = experiments.jobs(experiments.profile(name))
+        from flkit.papers.hics import fmnist
+        store = results.book_store(fmnist.store_name(name))
+        js = fmnist.jobs(fmnist.profile(name))
         return sum(store.done(j) for j in js), len(js)
     return count
 
@@ -214,7 +214,7 @@ _HICS_MS_PER_FORWARD = 43.26 / 70_000 * 1e3     # measured: one evaluation of th
 _FEDAU_CPU_MIN = (2.1e7 * _HICS_MS_PER_SAMPLE + 1.4e7 * _HICS_MS_PER_FORWARD) / 6e4
 
 _HICS_FMNIST_BASIS = (
-    "training: 128,000 client trainings of 2 epochs x ~1,200 images = 3.1e8 samples (hics.experiments."
+    "training: 128,000 client trainings of 2 epochs x ~1,200 images = 3.1e8 samples (hics.fmnist."
     "client_trainings of the paper profile: random, pow-d, CS, HiCS-FL: 5 clients x 200 rounds x 9 runs each, and "
     "random, HiCS-FL once more at the larger learning rate; DivFL with the one-step gradient proxy: the 5 "
     "selected plus 50 full-batch gradients, each one pass over a client's data (half a training of 2 epochs), "
@@ -227,7 +227,7 @@ _HICS_FMNIST_BASIS = (
     "~6 min, below the compute; the CNN has not been timed on a GPU: priced at 1.5 x 31 min")
 # the four cheap methods of setting (2), 3 seeds x 200 rounds x 5 clients x 4 methods = 12,000 client trainings
 # (2.9e7 samples) and 12 x 200 evaluations of 70,000 images (1.7e8 forward passes); all of the paper profile:
-# hics.experiments.client_trainings(profile("paper")) (tests/test_owed.py checks the two agree)
+# hics.fmnist.client_trainings(profile("paper")) (tests/test_owed.py checks the two agree)
 _S2_TRAININGS, _S2_EVALS = 12_000, 12 * 200 * 70_000
 _ALL_TRAININGS, _ALL_EVALS = 128_000, 7.5e8
 _S2_SHARE = (_S2_TRAININGS * 2400 + _S2_EVALS / 3) / (_ALL_TRAININGS * 2400 + _ALL_EVALS / 3)

@@ -22,6 +22,8 @@ import torch
 from torch import Tensor, nn
 
 from flkit import engine
+from flkit.batches import epoch_batches, sample_batches
+from flkit.fastsgd import FastSGD
 from flkit.seeding import rng, torch_gen
 
 __all__ = ["EngineTask", "QuadraticTask", "quadratic_task", "symmetric_quadratic", "heterogeneous_quadratic", "flat_quadratic", "SoftmaxTask", "softmax_task"]
@@ -34,13 +36,13 @@ class EngineTask:
     clients: one index array per client into (x, y) (e.g. ``Partition.indices``), the same split for every
     run, or a dict of such lists keyed by the run's seed (``split_by="seed"``) or by its algorithm's name
     (``split_by="name"``). Local work: ``steps`` minibatches of
-    ``batch_size`` drawn independently (FedAU's "I local iterations", `engine.sample_batches`) or
-    ``epochs`` passes over the client's data (`engine.epoch_batches`, short last batch padded).
+    ``batch_size`` drawn independently (FedAU's "I local iterations", `flkit.batches.sample_batches`) or
+    ``epochs`` passes over the client's data (`flkit.batches.epoch_batches`, short last batch padded).
     backend: "engine" (`engine.local_train`: plain or momentum SGD, or Adam with ``opt="adam"`` (torch's
     defaults; fresh moments every round, no optimiser state is kept between rounds), weight decay, FedProx,
-    any objective written for one model) or "fast" (`engine.FastSGD`: plain SGD, a batched objective, in-place updates,
-    CUDA graphs and fused kernels on a GPU). extras: per-run scalars trained beside the model and passed
-    to the objective (e.g. a CVaR threshold), or constants when their step size in ``extras_lr`` is 0.
+    any objective written for one model) or "fast" (`flkit.fastsgd.FastSGD`: plain SGD, a batched objective,
+    in-place updates, CUDA graphs and fused kernels on a GPU). extras: per-run scalars trained beside the model
+    and passed to the objective (e.g. a CVaR threshold), or constants when their step size in ``extras_lr`` is 0.
     The update is the pseudo-gradient :math:`\Delta = x - y` (divided by the local step size when
     ``normalized``); the local models :math:`y` are returned too (for rules in model form).
     Minibatches of client i in round t of a run with seed s come from ``torch_gen(s, stream)`` on the data's
@@ -239,12 +241,12 @@ class EngineTask:
         gens = [self._generator(s, t, c) for s, c in zip(seeds, clients)]
         if self.steps is not None:   # each pair's indices from the host copy (no device read, the same batches)
             host = [self._host[k if isinstance(self.clients, dict) else None][c] for k, c in zip(splits, clients)]
-            made = [engine.sample_batches([idx], self.batch_size, self.steps, g) for idx, g in zip(host, gens)]
+            made = [sample_batches([idx], self.batch_size, self.steps, g) for idx, g in zip(host, gens)]
             return torch.cat([b for b, _ in made]), torch.cat([s for _, s in made])
         rows = [self._split(k) for k in splits]
         pool = torch.stack([p[c] for (p, _), c in zip(rows, clients)])
         n = torch.stack([m[c] for (_, m), c in zip(rows, clients)])
-        return engine.epoch_batches(pool, self.batch_size, self.epochs, generators=gens, sizes=n, last="pad")
+        return epoch_batches(pool, self.batch_size, self.epochs, generators=gens, sizes=n, last="pad")
 
     def _lr(self, lr: Tensor) -> dict:
         return {"default": lr, **{k: self.extras_lr.get(k, 0.0) for k in self.extras}}
@@ -259,9 +261,9 @@ class EngineTask:
             return new
         M = batches.shape[0]
         if self._fast is None or next(iter(self._fast.P.values())).shape[0] != M:
-            self._fast = engine.FastSGD(self.model, params, self.x, self.y, self.batch_size, lr=self._lr(lr),
-                                        objective=self.objective, backend=self.fast_backend,
-                                        cuda_graph=self.cuda_graph, log=self.log)
+            self._fast = FastSGD(self.model, params, self.x, self.y, self.batch_size, lr=self._lr(lr),
+                                 objective=self.objective, backend=self.fast_backend,
+                                 cuda_graph=self.cuda_graph, log=self.log)
         for k, v in params.items():
             self._fast.P[k].copy_(v)
         self._fast.train(batches, steps)

@@ -373,7 +373,7 @@ def hics_rate(device: str = "cuda", rounds: int = 3, synthetic: int | None = Non
     import torch
     from flkit import datasets, fl, owed
     from flkit.papers.hics import entropy as E
-    from flkit.papers.hics import experiments as X
+    from flkit.papers.hics import fmnist as X
     from flkit.seeding import resolve_device
     dev = resolve_device(device)
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)

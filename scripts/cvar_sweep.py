@@ -33,7 +33,7 @@ a git-ignored folder holding mnist/ and fashion-mnist/ with the eight .gz files 
 Resuming the paper Table 1 there means carrying its checkpoint (28 MB: 65 LeNets) beside Fashion-MNIST
 (30 MB, torchvision layout, FLKIT_DATA pointing at it) and the working tree (12 MB): over the 64 MiB a
 call may carry, so leave the tracked results/ and book/ folders (not needed there) out of the tree for
-that call. On CUDA the LeNet's local steps use flkit.fused's Triton kernels (flkit.engine.FastSGD backend
+that call. On CUDA the LeNet's local steps use flkit.fused's Triton kernels (flkit.fastsgd.FastSGD backend
 "auto"); the manifests record which path computed each run ("local_steps").
 """
 from __future__ import annotations

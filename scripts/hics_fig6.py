@@ -18,13 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flkit.papers.hics import dissimilarity as D  # noqa: E402
+from flkit.papers.hics import dissimilarity  # noqa: E402
 
 
 def _parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=D.FIG6["model"], choices=sorted(D.MODELS))
-    ap.add_argument("--rounds", type=int, default=D.FIG6["rounds"])
+    ap.add_argument("--model", default=dissimilarity.FIG6["model"], choices=sorted(dissimilarity.MODELS))
+    ap.add_argument("--rounds", type=int, default=dissimilarity.FIG6["rounds"])
     ap.add_argument("--device", default="cpu", help="cpu | cuda[:i] | auto")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--max-minutes", type=float, default=None, help="stop cleanly (checkpoint) before this")
@@ -48,14 +48,14 @@ def main(argv=None) -> int:
     args = _parse(argv)
     deadline = None if args.max_minutes is None else t_start + 60 * args.max_minutes
     torch.set_num_threads(args.threads)
-    cfg = dict(D.FIG6, model=args.model, rounds=args.rounds)
+    cfg = dict(dissimilarity.FIG6, model=args.model, rounds=args.rounds)
     data = datasets.load("fashion-mnist", device=resolve_device(args.device))
     try:
-        _, part, wall = D.fig6_runs(cfg, data, results.book_store("hics"), deadline=deadline)
+        _, part, wall = dissimilarity.fig6_runs(cfg, data, results.book_store("hics"), deadline=deadline)
     except fl.Deadline as e:
         print(f"STOPPED before the deadline: {e}. Call again to continue.")
         return 75
-    print(f"Fig. 6(a) run ({args.model}, {args.rounds} rounds): {wall:.0f} s; union entropy {D.union_entropy(part):.4f}")
+    print(f"Fig. 6(a) run ({args.model}, {args.rounds} rounds): {wall:.0f} s; union entropy {dissimilarity.union_entropy(part):.4f}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Run the stored jobs of the HiCS-FL training pages (flkit.papers.hics.experiments) outside the
+"""Run the stored jobs of the HiCS-FL training pages (flkit.papers.hics.fmnist) outside the
 notebook, then re-execute the page to read them.
 
     python scripts/hics_sweep.py reduced --part 0 --of 2 &      # CPU: two processes, one thread each
@@ -26,14 +26,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from flkit.papers.hics import experiments as X  # noqa: E402
+from flkit.papers.hics import fmnist  # noqa: E402
 
 EXIT_UNFINISHED = 75
 
 
 def _parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("profile", choices=sorted(X.PROFILES))
+    ap.add_argument("profile", choices=sorted(fmnist.PROFILES))
     ap.add_argument("--part", type=int, default=0, help="this process's share (0-based)")
     ap.add_argument("--of", type=int, default=1, help="number of processes sharing the jobs")
     ap.add_argument("--device", default="cpu", help="cpu | cuda[:i] | auto")
@@ -46,7 +46,7 @@ def _parse(argv=None):
         ap.error(f"--part must lie in [0, --of = {args.of}), got {args.part}")
     if args.max_minutes is not None and not args.max_minutes > 0:
         ap.error(f"--max-minutes must be > 0, got {args.max_minutes}")
-    settings = X.profile(args.profile)["settings"]
+    settings = fmnist.profile(args.profile)["settings"]
     if args.setting is not None and args.setting not in settings:
         ap.error(f"--setting must be one of {settings}, got {args.setting!r}")
     return args
@@ -55,8 +55,8 @@ def _parse(argv=None):
 def selected(args) -> list[dict]:
     """This process's jobs: the profile's, filtered by --setting and --group, DivFL's first (the longest),
     every ``of``-th from ``part``."""
-    cfg = X.profile(args.profile)
-    js = [j for j in X.jobs(cfg) if (args.setting is None or j["setting"] == args.setting)
+    cfg = fmnist.profile(args.profile)
+    js = [j for j in fmnist.jobs(cfg) if (args.setting is None or j["setting"] == args.setting)
           and (args.group is None or j["group"] == args.group)]
     order = sorted(js, key=lambda j: (j["group"] != "divfl", -j["rounds"]))
     return order[args.part::args.of]
@@ -74,16 +74,16 @@ def main(argv=None) -> int:
     args = _parse(argv)
     deadline = None if args.max_minutes is None else t_start + 60 * args.max_minutes
     torch.set_num_threads(args.threads)
-    cfg = X.profile(args.profile)
+    cfg = fmnist.profile(args.profile)
     mine = selected(args)
-    store = results.book_store(X.store_name(args.profile))
+    store = results.book_store(fmnist.store_name(args.profile))
     if all(store.done(j) for j in mine):
         print(f"part {args.part}: all {len(mine)} jobs stored")
         return 0
     data = datasets.load(cfg["dataset"], device=resolve_device(args.device))
     ckpt = store.root / "checkpoints"
     try:
-        results.sweep(mine, lambda j: X.run_job(j, data, checkpoint_dir=ckpt, deadline=deadline), store,
+        results.sweep(mine, lambda j: fmnist.run_job(j, data, checkpoint_dir=ckpt, deadline=deadline), store,
                       progress=True, desc=f"part {args.part}")
     except fl.Deadline as e:
         done = sum(store.done(j) for j in mine)

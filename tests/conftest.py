@@ -11,7 +11,7 @@ import pytest
 import torch
 
 # flkit.fused's Triton kernels run in Triton's interpreter on the CPU (exact, slow): must be set before
-# triton is imported. flkit.engine.FastSGD's "auto" backend never picks the interpreter, only CUDA.
+# triton is imported. flkit.fastsgd.FastSGD's "auto" backend never picks the interpreter, only CUDA.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 torch.set_num_threads(1)  # CI machines have 2 cores; keep tests predictable
 

@@ -126,47 +126,52 @@ def compare(name: str, got: pd.DataFrame, want: pd.DataFrame) -> list[str]:
 
 
 def _mifa_quadratic() -> pd.DataFrame:
-    from flkit.papers import mifa
-    task = mifa.quadratic_task(n=10, dim=10, seed=0)
+    from flkit.papers.mifa.methods import simulate
+    from flkit.tasks import quadratic_task
+    task = quadratic_task(n=10, dim=10, seed=0)
     methods = ["fedavg_is", "fedavg", "mifa", "umifa", "mifam", "umifam", "umifa_saga", "umifam_saga", "fedgd",
                "fedpgd"]
     gap0 = float(task.metrics(torch.zeros(1, task.dim, dtype=torch.float64))["gap"][0])
-    res = mifa.simulate(task, methods, seeds=[0, 1], eta=0.02, p=0.1, beta=0.5, b=2, rounds=200, every=20,
-                        target=("gap", 1e-3 * gap0), stop_early=False)
+    res = simulate(task, methods, seeds=[0, 1], eta=0.02, p=0.1, beta=0.5, b=2, rounds=200, every=20,
+                   target=("gap", 1e-3 * gap0), stop_early=False)
     runs = pd.DataFrame({"seed": [0, 1]})
     return pd.concat([res.tidy(runs), res.outcomes(runs)], ignore_index=True).drop(columns="run")
 
 
 def _mifa_nonconvex() -> pd.DataFrame:
-    from flkit.papers import mifa
-    task = mifa.symmetric_quadratic(8, 8, 0, lam=0.5)
+    from flkit.papers.mifa.methods import simulate
+    from flkit.tasks import symmetric_quadratic
+    task = symmetric_quadratic(8, 8, 0, lam=0.5)
     runs = pd.DataFrame([(s, e) for e in (0.05, 0.2) for s in (0, 1)], columns=["seed", "eta"])
-    res = mifa.simulate(task, ["mifa", "umifa_saga", "fedavg"], seeds=runs["seed"].tolist(), eta=runs["eta"].to_numpy(),
-                        p=0.3, rounds=60, every=10)
+    res = simulate(task, ["mifa", "umifa_saga", "fedavg"], seeds=runs["seed"].tolist(), eta=runs["eta"].to_numpy(),
+                   p=0.3, rounds=60, every=10)
     return res.tidy(runs).drop(columns="run")
 
 
 def _mifa_theory() -> pd.DataFrame:
-    from flkit.papers import mifa
-    ftask = mifa.symmetric_quadratic(10, 10, 0, mu=0.1, L=1.0, sigma_G2=1.0)
-    fam = mifa.symmetric_quadratic(8, 8, 0)
+    from flkit.papers.mifa import experiments
+    from flkit.tasks import symmetric_quadratic
+    ftask = symmetric_quadratic(10, 10, 0, mu=0.1, L=1.0, sigma_G2=1.0)
+    fam = symmetric_quadratic(8, 8, 0)
     parts = [
-        mifa.error_floor(ftask, ["fedavg_is", "mifa"], etas=[0.01, 0.04], ps=[0.2, 0.5], seeds=[0, 1], rounds=200,
-                         start="optimum").assign(part="floor"),
-        mifa.one_round_monte_carlo(ftask, p=0.3, t0=10, draws=200, seed=0).assign(part="mc"),
-        mifa.table_error_growth([0.2, 0.6], rounds=30, runs=5, seed=0).assign(part="growth"),
-        mifa.step_size_sweep(fam, ["mifa", "umifa_saga"], eta_L=[0.05, 0.5], seeds=[0, 1], rounds=80).assign(part="step"),
-        mifa.rounds_to_epsilon(fam, "mifa", eta_L=[0.1, 0.3], seeds=[0, 1], max_rounds=300, metric="gap",
-                               eps_rel=1e-2, b=1, stop_factor=2).assign(part="eps"),
+        experiments.error_floor(ftask, ["fedavg_is", "mifa"], etas=[0.01, 0.04], ps=[0.2, 0.5], seeds=[0, 1],
+                                rounds=200, start="optimum").assign(part="floor"),
+        experiments.one_round_monte_carlo(ftask, p=0.3, t0=10, draws=200, seed=0).assign(part="mc"),
+        experiments.table_error_growth([0.2, 0.6], rounds=30, runs=5, seed=0).assign(part="growth"),
+        experiments.step_size_sweep(fam, ["mifa", "umifa_saga"], eta_L=[0.05, 0.5], seeds=[0, 1],
+                                    rounds=80).assign(part="step"),
+        experiments.rounds_to_epsilon(fam, "mifa", eta_L=[0.1, 0.3], seeds=[0, 1], max_rounds=300, metric="gap",
+                                      eps_rel=1e-2, b=1, stop_factor=2).assign(part="eps"),
     ]
     return pd.concat(parts, ignore_index=True)
 
 
 def _mifa_logistic() -> pd.DataFrame:
-    from flkit.papers import mifa
-    task = mifa.softmax_task(100, 2, seed=0, subset=20, synthetic=True, epochs=2, batch_size=10)
+    from flkit.papers.mifa.methods import simulate
+    from flkit.tasks import softmax_task
+    task = softmax_task(100, 2, seed=0, subset=20, synthetic=True, epochs=2, batch_size=10)
     methods = ["fedavg_is", "fedavg", "mifa", "umifa", "mifam", "umifam", "umifa_saga", "umifam_saga"]
-    res = mifa.simulate(task, methods, seeds=[0, 1], eta=0.05, p=0.1, beta=0.5, rounds=8, every=2)
+    res = simulate(task, methods, seeds=[0, 1], eta=0.05, p=0.1, beta=0.5, rounds=8, every=2)
     return res.tidy(pd.DataFrame({"seed": [0, 1]})).drop(columns="run")
 
 

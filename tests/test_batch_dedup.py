@@ -61,10 +61,10 @@ def test_dedup_is_a_field_with_the_default_on():
 def test_steps_batches_from_the_host_copy_are_the_device_pools():
     """The `steps` draw reads each client's indices from the host copy: bitwise the batches of the former draw
     from the device pool (``pool[c, :n[c]]``), with the same generator."""
-    from flkit import engine
+    from flkit.batches import sample_batches
     task = _task(True)
     for seed, client, t in ((0, 3, 0), (1, 7, 4), (2, 11, 9)):
         pool, n = task._split(seed)
-        old, old_steps = engine.sample_batches([pool[client, :int(n[client])]], 8, 3, task._generator(seed, t, client))
+        old, old_steps = sample_batches([pool[client, :int(n[client])]], 8, 3, task._generator(seed, t, client))
         new, new_steps = task._batches([seed], [client], t, [seed])
         assert torch.equal(old, new) and torch.equal(old_steps, new_steps)

@@ -13,6 +13,8 @@ import torch
 from scipy import stats
 
 from flkit import engine, models, objectives, partition
+from flkit.batches import epoch_batches
+from flkit.fastsgd import FastSGD
 from flkit.papers import cvar
 from flkit.papers.cvar import algorithm, common, fmnist_table, items, mnist, ram, runs, synthetic_2d
 from flkit.participation import random_access_indices
@@ -112,7 +114,7 @@ def test_reduces_to_fedavg_exactly():
         state, diag = algorithm.run_round(state, model, x, y, users, sel, lr_theta=0.1, lr_t=0.05, epochs=2,
                                  batch_size=32, generators=gens())
         pool, size = users.relayed(sel)
-        batches, steps = engine.epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad")
+        batches, steps = epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad")
         fedavg, _ = engine.local_train(model, fedavg, x, y, batches, lr=0.1, steps=steps)  # default objective
     for m, (a, g) in enumerate(cells[:-1]):
         for k in fedavg:
@@ -138,7 +140,7 @@ def test_while_t_is_below_every_batch_loss_fed_cvar_avg_is_fedavg_with_a_larger_
         state, _ = algorithm.run_round(state, model, x, y, users, sel, lr_theta=0.01, lr_t=1e-6, epochs=2,
                                   batch_size=32, generators=[torch_gen(0, f"batch/{n}")])
         pool, size = users.relayed(sel)
-        batches, steps = engine.epoch_batches(pool, 32, 2, generators=[torch_gen(0, f"batch/{n}")], sizes=size,
+        batches, steps = epoch_batches(pool, 32, 2, generators=[torch_gen(0, f"batch/{n}")], sizes=size,
                                               last="pad")
         fedavg, _ = engine.local_train(model, fedavg, x, y, batches, lr=0.01 * factor, steps=steps)
     assert 0 < float(state.t[0]) < 1e-3      # t rose a little: every step had its loss above t
@@ -289,7 +291,7 @@ def _fast_and_engine(model, x, y, state, users, dtype, B=32, rounds=2, epochs=2)
     model, x = model.to(dtype), x.to(dtype)
     state = algorithm.State({k: v.to(dtype) for k, v in state.params.items()}, 0)
     M = len(state.params["t"])
-    fast = engine.FastSGD(model, state.params, x, y, B, lr=algorithm.learning_rates(0.05, 0.01), objective=objectives.cvar_objective)
+    fast = FastSGD(model, state.params, x, y, B, lr=algorithm.learning_rates(0.05, 0.01), objective=objectives.cvar_objective)
     assert fast.trained == [k for k, _ in model.named_parameters()] + ["t"]  # alpha, gamma: constants
     sel = torch.zeros(M, dtype=torch.long)
     for n in range(rounds):
@@ -297,14 +299,14 @@ def _fast_and_engine(model, x, y, state, users, dtype, B=32, rounds=2, epochs=2)
         state, _ = algorithm.run_round(state, model, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=epochs,
                                   batch_size=B, generators=gens())
         pool, size = users.relayed(sel)
-        fast.train(*engine.epoch_batches(pool, B, epochs, generators=gens(), sizes=size, last="pad"))
+        fast.train(*epoch_batches(pool, B, epochs, generators=gens(), sizes=size, last="pad"))
     return fast.P, state.params
 
 
 @pytest.mark.parametrize("data_seed", [2])
 @pytest.mark.parametrize("name", ["cvar_2d", "cvar_mlp", "cvar_lenet"])
 def test_fast_path_equals_the_engine(name, data_seed):
-    """engine.FastSGD with the batched CVaR objective (in-place SGD; CUDA graphs on a GPU) == algorithm.run_round
+    """FastSGD with the batched CVaR objective (in-place SGD; CUDA graphs on a GPU) == algorithm.run_round
     (engine.local_train with the same objective, vmapped), masked steps and padded batches included.
 
     Tolerance, from an analysis rather than from one seed (issue 17): the former float32 check

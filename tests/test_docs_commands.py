@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from flkit import run
+from flkit import params, run
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", REPO / "book" / "appendix" / "reproduce.md"]
@@ -63,7 +63,7 @@ def _flkit_run(argv: list[str], capsys) -> None:
             source = REPO / m[1]
             values = run.published_given(source) if "--published" in argv else \
                 run.parse_values([tuple(argv[i + 1:i + 3]) for i, a in enumerate(argv) if a == "-p"])
-            known = run.declared_parameters(source)
+            known = params.declared_parameters(source)
             ran = {**known, **values}
             published = run.published_parameters(source) or {}
             differ = {k for k in ran if k != "device" and k in published and ran[k] != published[k]}

@@ -12,6 +12,8 @@ from torch import Tensor
 
 from flkit import engine as E
 from flkit import models
+from flkit.batches import BatchStream, epoch_batches, sample_batches
+from flkit.fastsgd import FastSGD
 
 SHAPES = {"cvar_mlp": (1, 28, 28), "cvar_lenet": (1, 28, 28), "hics_fmnist": (1, 28, 28),
           "fedau_cifar10": (3, 32, 32), "hics_cifar10": (3, 32, 32), "cvar_2d": (2,)}
@@ -34,7 +36,7 @@ def setup(name, n_classes=10, seed=0):
     x = torch.randn(sum(SIZES), *SHAPES[name], dtype=torch.float64)
     y = torch.randint(0, n_classes, (sum(SIZES),))
     params = E.stack(net, len(SIZES), torch.Generator().manual_seed(seed + 1))
-    batches, steps = E.epoch_batches(SIZES, 4, 1, torch.Generator().manual_seed(seed + 2))
+    batches, steps = epoch_batches(SIZES, 4, 1, torch.Generator().manual_seed(seed + 2))
     return net, params, x, y, batches, steps
 
 
@@ -82,7 +84,7 @@ def test_grouped_path_on_fedau_cnn():
 
 def test_adam_state_carried_across_two_calls():
     net, params, x, y, batches, steps = setup("cvar_mlp")
-    b2, s2 = E.epoch_batches(SIZES, 4, 1, torch.Generator().manual_seed(9))
+    b2, s2 = epoch_batches(SIZES, 4, 1, torch.Generator().manual_seed(9))
     kw = dict(lr=1e-3, opt="adam")
     ref = E.local_train(net, params, x, y, batches, steps=steps, vectorized=False, **kw)
     ref = E.local_train(net, ref[0], x, y, b2, steps=s2, opt_state=ref[1], vectorized=False, **kw)
@@ -121,7 +123,7 @@ def test_custom_objective_with_extra_scalar_and_its_own_lr(name):
 
 def test_padded_last_batch_equals_a_short_batch():
     net, params, x, y, _, _ = setup("cvar_mlp")
-    batches, steps = E.epoch_batches(SIZES, 4, 2, torch.Generator().manual_seed(5), last="pad")
+    batches, steps = epoch_batches(SIZES, 4, 2, torch.Generator().manual_seed(5), last="pad")
     assert (batches == -1).any()
     params["t"] = torch.tensor([0.0, 1.0, 5.0], dtype=torch.float64)
     # the reference drops the -1 slots (a genuinely shorter batch); vectorized paths mask their labels
@@ -153,7 +155,7 @@ def fast_setup(seed=0):
     y = torch.randint(0, 5, (sum(SIZES),), generator=g)
     params = E.stack(net, len(SIZES), torch.Generator().manual_seed(seed + 1))
     gens = [torch.Generator().manual_seed(seed + 10 + m) for m in range(len(SIZES))]
-    batches, steps = E.epoch_batches(SIZES, 4, 2, generators=gens, last="pad")  # padded last batches
+    batches, steps = epoch_batches(SIZES, 4, 2, generators=gens, last="pad")  # padded last batches
     return net, params, x, y, batches, steps
 
 
@@ -169,7 +171,7 @@ def test_fast_sgd_equals_local_train_grouped(lr):
                          "0.bias": 0.0}}[lr]
     assert (batches == -1).any() and len(set(steps.tolist())) == 3
     ref, _ = E.local_train(net, params, x, y, batches, lr=lr, steps=steps, vectorized="grouped")
-    fast = E.FastSGD(net, params, x, y, 4, lr=lr)
+    fast = FastSGD(net, params, x, y, 4, lr=lr)
     out = fast.train(batches, steps)
     assert out is fast.P and fast.backend == "grouped" and fast.graph is None
     assert rel_diff(out, ref) < 1e-10
@@ -196,7 +198,7 @@ def test_fast_sgd_batched_objective_with_extra_and_constant():
 
     lr = {"default": 0.05, "t": torch.tensor([0.01, 0.02, 0.03], dtype=torch.float64), "alpha": 0.0}
     ref, _ = E.local_train(net, params, x, y, batches, lr=lr, steps=steps, objective=objective, vectorized="vmap")
-    fast = E.FastSGD(net, params, x, y, 4, lr=lr, objective=objective)
+    fast = FastSGD(net, params, x, y, 4, lr=lr, objective=objective)
     assert fast.trained[-1] == "t" and "alpha" not in fast.trained
     out = fast.train(batches, steps)
     assert rel_diff(out, ref) < 1e-10 and (out["t"] != params["t"]).all()
@@ -207,23 +209,23 @@ def test_fast_sgd_input_validation():
     net, params, x, y, batches, steps = fast_setup()
     for kw in (dict(opt="adam"), dict(momentum=0.9), dict(weight_decay=1e-4), dict(prox_mu=0.1)):
         with pytest.raises(ValueError, match="plain SGD only"):
-            E.FastSGD(net, params, x, y, 4, lr=0.1, **kw)
+            FastSGD(net, params, x, y, 4, lr=0.1, **kw)
     with pytest.raises(ValueError, match="grouped family"):
         bn, bp, *_ = setup("hics_fmnist")
-        E.FastSGD(bn, bp, x, y, 4, lr=0.1)
+        FastSGD(bn, bp, x, y, 4, lr=0.1)
     with pytest.raises(ValueError, match="backend must be"):
-        E.FastSGD(net, params, x, y, 4, lr=0.1, backend="cudnn")
+        FastSGD(net, params, x, y, 4, lr=0.1, backend="cudnn")
     with pytest.raises(ValueError, match="nothing to train"):
-        E.FastSGD(net, params, x, y, 4, lr=0.0)
+        FastSGD(net, params, x, y, 4, lr=0.0)
     with pytest.raises(ValueError, match="no learning rate"):
-        E.FastSGD(net, params, x, y, 4, lr={"0.weight": 0.1})
+        FastSGD(net, params, x, y, 4, lr={"0.weight": 0.1})
     with pytest.raises(ValueError, match="device"):
-        E.FastSGD(net, params, x.to("meta"), y, 4, lr=0.1)
-    fast = E.FastSGD(net, params, x, y, 4, lr=0.1, objective=lambda logits, y, p: E.cross_entropy(logits, y).sum())
+        FastSGD(net, params, x.to("meta"), y, 4, lr=0.1)
+    fast = FastSGD(net, params, x, y, 4, lr=0.1, objective=lambda logits, y, p: E.cross_entropy(logits, y).sum())
     with pytest.raises(ValueError, match="one loss per model"):
         fast.train(batches, steps)
     with pytest.raises(ValueError, match="batches must be"):
-        E.FastSGD(net, params, x, y, 4, lr=0.1).train(batches[:, :, :3], steps)
+        FastSGD(net, params, x, y, 4, lr=0.1).train(batches[:, :, :3], steps)
 
 
 def test_dropout_model_trains_with_independent_masks():
@@ -310,7 +312,7 @@ def test_binary_single_logit_model():
     net = models.build("linear", in_dim=10, out_dim=1).double()
     x, y = torch.randn(31, 10, dtype=torch.float64), torch.randint(0, 2, (31,))
     params = E.stack(net, 3, torch.Generator().manual_seed(0))
-    batches, steps = E.epoch_batches([10, 14, 7], 4, 2, torch.Generator().manual_seed(1))
+    batches, steps = epoch_batches([10, 14, 7], 4, 2, torch.Generator().manual_seed(1))
     check_parity(net, params, x, y, batches, steps=steps, lr=0.1)
     loss, acc = E.evaluate(net, params, x, y)
     logit = E.to_module(net, params, 0)(x)[:, 0]
@@ -320,7 +322,7 @@ def test_binary_single_logit_model():
 @pytest.mark.parametrize("last", ["wrap", "pad", "drop"])
 def test_epoch_batches_are_permutations_of_each_clients_data(last):
     lists = [torch.arange(0, 10), torch.arange(10, 24), torch.arange(24, 31)]
-    batches, steps = E.epoch_batches(lists, 4, 2, torch.Generator().manual_seed(0), last=last)
+    batches, steps = epoch_batches(lists, 4, 2, torch.Generator().manual_seed(0), last=last)
     per_epoch = {"wrap": [3, 4, 2], "pad": [3, 4, 2], "drop": [2, 3, 1]}[last]
     assert steps.tolist() == [2 * s for s in per_epoch] and batches.shape == (3, max(steps), 4)
     for m, idx in enumerate(lists):
@@ -332,7 +334,7 @@ def test_epoch_batches_are_permutations_of_each_clients_data(last):
             else:
                 assert set(got.tolist()) == set(idx.tolist())  # every sample once per epoch (+ wrap fill)
                 assert len(got) == (len(idx) if last == "pad" else 4 * per_epoch[m])
-    sizes_version, _ = E.epoch_batches([10, 14, 7], 4, 2, torch.Generator().manual_seed(0), last=last)
+    sizes_version, _ = epoch_batches([10, 14, 7], 4, 2, torch.Generator().manual_seed(0), last=last)
     assert torch.equal(sizes_version, batches)  # sizes == contiguous index blocks
 
 
@@ -376,11 +378,11 @@ def test_epoch_batches_with_per_run_generators_equal_the_former_cvar_batches(cas
     seeds = torch.randint(0, 2**31, (M,), generator=g).tolist()
     gens = lambda: [torch.Generator().manual_seed(s) for s in seeds]  # noqa: E731
     ref_b, ref_s = _make_batches_c0fd793(pool, n, H, B, gens())
-    b, s = E.epoch_batches(pool, B, H, generators=gens(), last="pad", sizes=n)
+    b, s = epoch_batches(pool, B, H, generators=gens(), last="pad", sizes=n)
     assert torch.equal(b, ref_b) and torch.equal(s, ref_s)
     assert b.dtype == ref_b.dtype == torch.long and s.dtype == ref_s.dtype
     # index lists instead of a padded pool: the same batches
-    b2, s2 = E.epoch_batches([pool[m, :n[m]] for m in range(M)], B, H, generators=gens(), last="pad")
+    b2, s2 = epoch_batches([pool[m, :n[m]] for m in range(M)], B, H, generators=gens(), last="pad")
     assert torch.equal(b2, ref_b) and torch.equal(s2, ref_s)
 
 
@@ -388,7 +390,7 @@ def test_per_run_generators_make_runs_independent():
     pool = torch.tensor([[10, 11, 12, 13, 14, 15, 16], [20, 21, 22, 20, 20, 20, 20]])
     n = torch.tensor([7, 3])
     gens = lambda seeds: [torch.Generator().manual_seed(s) for s in seeds]  # noqa: E731
-    b, steps = E.epoch_batches(pool, 3, 2, generators=gens([0, 1]), last="pad", sizes=n)
+    b, steps = epoch_batches(pool, 3, 2, generators=gens([0, 1]), last="pad", sizes=n)
     assert steps.tolist() == [6, 2] and b.shape == (2, 6, 3)
     for m in range(2):
         spe = steps[m] // 2
@@ -396,27 +398,27 @@ def test_per_run_generators_make_runs_independent():
             ep = b[m, h * spe:(h + 1) * spe].reshape(-1)
             assert sorted(ep[ep >= 0].tolist()) == sorted(pool[m, : n[m]].tolist())
     assert b[1, steps[1]:].eq(20).all()  # filler steps: the run's first index
-    alone, _ = E.epoch_batches(pool[1:], 3, 2, generators=gens([1]), last="pad", sizes=n[1:])
+    alone, _ = epoch_batches(pool[1:], 3, 2, generators=gens([1]), last="pad", sizes=n[1:])
     assert torch.equal(alone[0], b[1, : steps[1]])  # a run's batches do not depend on the other runs
     for last in ("wrap", "drop"):  # every layout takes per-run generators
-        alone, _ = E.epoch_batches([[20, 21, 22]], 2, 2, generators=gens([1]), last=last)
-        both, _ = E.epoch_batches([list(range(10, 17)), [20, 21, 22]], 2, 2, generators=gens([0, 1]), last=last)
+        alone, _ = epoch_batches([[20, 21, 22]], 2, 2, generators=gens([1]), last=last)
+        both, _ = epoch_batches([list(range(10, 17)), [20, 21, 22]], 2, 2, generators=gens([0, 1]), last=last)
         assert torch.equal(alone[0], both[1, : alone.shape[1]])
     with pytest.raises(ValueError, match="not both"):
-        E.epoch_batches(pool, 3, 2, torch.Generator(), generators=gens([0, 1]), sizes=n)
+        epoch_batches(pool, 3, 2, torch.Generator(), generators=gens([0, 1]), sizes=n)
     with pytest.raises(ValueError, match="one generator per model"):
-        E.epoch_batches(pool, 3, 2, generators=gens([0]), sizes=n)
+        epoch_batches(pool, 3, 2, generators=gens([0]), sizes=n)
     with pytest.raises(ValueError, match="sizes"):
-        E.epoch_batches(pool, 3, 2, sizes=torch.tensor([7, 8]))
+        epoch_batches(pool, 3, 2, sizes=torch.tensor([7, 8]))
 
 
 def test_sample_batches_and_batch_stream():
     lists = [torch.arange(0, 20), torch.arange(20, 23)]
-    b, s = E.sample_batches(lists, 4, 6, torch.Generator().manual_seed(0))
+    b, s = sample_batches(lists, 4, 6, torch.Generator().manual_seed(0))
     assert b.shape == (2, 6, 4) and s.tolist() == [6, 6]
     assert all(len(set(row.tolist())) == 4 for row in b[0])  # no repeats within a batch
     assert set(b[1].flatten().tolist()) <= {20, 21, 22} and set(b[0].flatten().tolist()) <= set(range(20))
-    stream = E.BatchStream([torch.arange(0, 10), torch.arange(10, 30)], 4, torch.Generator().manual_seed(0))
+    stream = BatchStream([torch.arange(0, 10), torch.arange(10, 30)], 4, torch.Generator().manual_seed(0))
     b1, _ = stream.next([0, 1], 2)
     b2, _ = stream.next([0], 1)  # client 0 has 2 left < 4: they are skipped and a new permutation starts
     first_epoch = b1[0].flatten().tolist()
@@ -503,11 +505,11 @@ def test_epoch_batches_draw_a_fresh_permutation_per_epoch(mode):
     sizes, B, H = [10, 14, 7], 4, 3
     if mode == "generator":
         g = torch.Generator().manual_seed(3)
-        batches, steps = E.epoch_batches(sizes, B, H, torch.Generator().manual_seed(3), last="pad")
+        batches, steps = epoch_batches(sizes, B, H, torch.Generator().manual_seed(3), last="pad")
         perm = _keys_law(sizes, H, lambda e: torch.rand(3, 14, generator=g, dtype=torch.float64))
     else:
         gens = lambda: [torch.Generator().manual_seed(40 + m) for m in range(3)]  # noqa: E731
-        batches, steps = E.epoch_batches(sizes, B, H, generators=gens(), last="pad")
+        batches, steps = epoch_batches(sizes, B, H, generators=gens(), last="pad")
         keys = torch.full((3, H, 14), 2.0, dtype=torch.float64)
         for m, gm in enumerate(gens()):
             keys[m, :, :sizes[m]] = torch.rand(H, sizes[m], generator=gm, dtype=torch.float64)
@@ -527,12 +529,12 @@ def test_epoch_batches_draw_a_fresh_permutation_per_epoch(mode):
 def test_counts_are_positive_ints_before_any_work(bad):
     net, params, x, y, batches, steps = setup("cvar_mlp")
     lists = [torch.arange(0, 10), torch.arange(10, 24)]
-    calls = [lambda: E.epoch_batches(lists, bad, 1), lambda: E.epoch_batches(lists, 4, bad),
-             lambda: E.sample_batches(lists, bad, 3), lambda: E.sample_batches(lists, 4, bad),
-             lambda: E.BatchStream(lists, bad), lambda: E.BatchStream(lists, 4).next([0], bad),
+    calls = [lambda: epoch_batches(lists, bad, 1), lambda: epoch_batches(lists, 4, bad),
+             lambda: sample_batches(lists, bad, 3), lambda: sample_batches(lists, 4, bad),
+             lambda: BatchStream(lists, bad), lambda: BatchStream(lists, 4).next([0], bad),
              lambda: E.evaluate(net, params, x, y, batch_size=bad),
              lambda: E.evaluate(net, params, x, y, models_per_chunk=bad),
-             lambda: E.FastSGD(small_cnn(), E.stack(small_cnn(), 3), torch.zeros(4, 1, 8, 8, dtype=torch.float64),
+             lambda: FastSGD(small_cnn(), E.stack(small_cnn(), 3), torch.zeros(4, 1, 8, 8, dtype=torch.float64),
                                torch.zeros(4, dtype=torch.long), bad, lr=0.1)]
     for call in calls:
         with pytest.raises(ValueError, match="int >= 1"):

@@ -2,8 +2,11 @@
 written here (float64), samplers through the probe, resume after a deadline, bad input."""
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
 import time
+import types
 
 import numpy as np
 import pytest
@@ -262,9 +265,9 @@ def test_an_algorithms_own_local_step_size_wins():
 
 @pytest.mark.parametrize("mode", ["steps", "epochs"])
 def test_engine_task_minibatches_follow_the_seed_round_client_stream(mode):
-    """Client i's minibatches in round t of a run with seed s: engine.sample_batches (steps) or
-    engine.epoch_batches (epochs, padded) of its indices with torch_gen(s, f"batch/{t}/{i}"): new every round."""
-    from flkit.engine import epoch_batches, sample_batches
+    """Client i's minibatches in round t of a run with seed s: flkit.batches.sample_batches (steps) or
+    flkit.batches.epoch_batches (epochs, padded) of its indices with torch_gen(s, f"batch/{t}/{i}"): new every round."""
+    from flkit.batches import epoch_batches, sample_batches
     from flkit.seeding import torch_gen
     task = _task(**({"steps": 3} if mode == "steps" else {"steps": None, "epochs": 2}))
     idx = torch.as_tensor(task.clients[2])
@@ -468,3 +471,132 @@ def test_a_large_checkpoint_is_written_in_parts_under_the_cap(tmp_path, monkeypa
     assert len(list(tmp_path.glob("ck.pt.*.part*"))) > 1
     res = fl.run(task, algs, seeds=SEEDS, rounds=T, availability=_avail, every=2, checkpoint=ck)
     assert res.resumed_from == 1 and torch.equal(res.final_w, ref.final_w) and list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ issue 31: the checkpoint key, pinned
+_PINNED_KEY = "e6e8e550063b6637"
+_PINNED_PARTS = {"task": "70f87ed242cfad6b", "algorithms": "b20e2f227444f11f", "seeds": "91a4aad954a1b3a1",
+                 "rounds": "3af5d6e7f9476d9d", "every": "0555debc8a653494", "target": "bdb3b8c87ebf46ad",
+                 "stop_early": "7522d315bb64415d", "stop_when": "e15961ee577142b3", "diverge": "91fba3369cac6090",
+                 "track": "6608785650006e97", "track_every": "28cb03b06c288e88", "availability": "f3cc04bcb78d10c7",
+                 "p": "48baf56755587301", "w0": "28382723e0c533fc", "sizes": "b84a932fc3abb85f"}
+_CKPT_FIELDS = {"key", "key_parts", "w", "agg", "smp", "t", "hit", "diverged", "evals", "first", "store", "wall",
+                "task"}
+
+
+def test_the_checkpoint_key_and_fields_are_pinned(tmp_path):
+    """The key of a fixed small call (two algorithms, one with a sampler, its own p and step sizes; 2 seeds;
+    availability, p, w0, sizes, target, stop rule, divergence settings) is the literal hex the loop gave when the
+    checkpoints under results/*/checkpoints were written: a refactor of fl.run that changed how the key is made
+    would make every committed checkpoint refuse to resume ("belongs to another run"). The checkpoint's fields are
+    pinned too (an old checkpoint must load)."""
+    algs = {"avg": fl.Algorithm(agg.FedAvg(), sampler=sample.UniformK(1), lr=0.5, local_lr=0.25),
+            "au": fl.Algorithm(agg.FedAU(K=3), p=[0.5, 0.75])}
+    ck = tmp_path / "ck.pt"
+    with pytest.raises(fl.Deadline):
+        fl.run(_Line({5: 1.0, 9: 0.25}, sizes=[1, 3]), algs, seeds=[5, 9], rounds=6, availability=_gap_mask,
+               p=0.5, w0=[1.0], every=2, target=("gap", 6.0), stop_when=fl.all_hit_or_diverged, diverge_factor=3.0,
+               diverge_ref=12.0, checkpoint=ck, deadline=time.time() - 1)
+    state = fl.load_checkpoint(ck)
+    assert set(state) == _CKPT_FIELDS and state["t"] == 1
+    assert state["key_parts"] == _PINNED_PARTS
+    assert state["key"] == _PINNED_KEY
+
+
+# ------------------------------------------------------------------ issue 31: the contracts, and a rule's probe
+class _Centers:
+    """Client i of a run with seed s: f_i(w) = (w - c)^2 / 2, c = s + i (one parameter, N = 2): one local step
+    of size 1 lands on c, so delta = w - c = grad f_i(w)."""
+    num_clients, dim, dtype = 2, 1, DT
+
+    def _c(self, pairs, runs):
+        return torch.tensor([runs.seeds[r] + i for r, i in pairs.tolist()], dtype=DT).reshape(-1, 1)
+
+    def client_updates(self, w, active, t, runs):
+        pairs = active.nonzero()
+        return pairs, w[pairs[:, 0]] - self._c(pairs, runs)
+
+    def client_gradients(self, w, pairs, runs):
+        return w[pairs[:, 0]] - self._c(pairs, runs)
+
+    def metrics(self, w):
+        return {"w": w[:, 0].clone()}
+
+
+@dataclasses.dataclass(frozen=True)
+class _FullGradient:
+    """A toy rule that reads the probe, not the updates: G = (1/N) sum over every client (available or not) of
+    grad f_i at the probe's models (``at_zero``: at w = 0 instead). Its state lists the rounds it probed."""
+    at_zero: bool = False
+    wants_probe = True
+
+    def init(self, R, N, d, dtype, device):
+        return []
+
+    def apply(self, state, upd, probe):
+        at = torch.zeros(upd.R, 1, dtype=DT) if self.at_zero else None
+        pairs, g = probe.gradients(torch.ones(upd.R, upd.N, dtype=torch.bool), at)
+        return torch.zeros(upd.R, 1, dtype=DT).index_add_(0, pairs[:, 0], g) / upd.N, state + [probe.t]
+
+
+class _NoFlag(_FullGradient):
+    wants_probe = False
+
+
+def test_a_rule_that_wants_the_probe_reads_its_rows_at_the_rounds_models():
+    """c_bar(s) = s + 1/2, w_0 = 4, nobody available in round 0; each algorithm its own seeds, so a probe of other
+    rows reads other c. FedAvg (no probe): G = w - c_bar when anyone arrived, lr 1: w stays 4 in round 0, then
+    w_2 = c_bar. The probing rule (lr 1/2) reads every client's gradient at round t's models of its own rows:
+    w_{t+1} = (w_t + c_bar) / 2 in both rounds, availability or not; at w = 0 (lr 1/4): G = -c_bar, so
+    w_1 = 4 + c_bar / 4 and w_2 = 4 + c_bar / 2. A rule without the flag gets no probe (its apply needs one)."""
+    avail = lambda s: np.array([[False, False], [True, True]])  # noqa: E731
+    algs = {"plain": fl.Algorithm(agg.FedAvg()), "full": fl.Algorithm(_FullGradient(), lr=0.5),
+            "zero": fl.Algorithm(_FullGradient(at_zero=True), lr=0.25)}
+    seeds = {"plain": [1, 2], "full": [3, 5], "zero": [2, 7]}
+    res = fl.run(_Centers(), algs, seeds=seeds, rounds=2, availability=avail, w0=[4.0])
+    c = {a: np.array(s) + 0.5 for a, s in seeds.items()}
+    w1 = (4 + c["full"]) / 2
+    want = {"plain": [[4, 4], [4, 4], c["plain"]], "full": [[4, 4], w1, (w1 + c["full"]) / 2],
+            "zero": [[4, 4], 4 + c["zero"] / 4, 4 + c["zero"] / 2]}
+    for a, rows in want.items():
+        assert res.values[a]["w"].tolist() == np.array(rows, dtype=float).tolist(), a
+    assert res.final["full"] == [0, 1] and res.final["zero"] == [0, 1] and res.final["plain"] is None
+    with pytest.raises(TypeError, match="probe"):
+        fl.run(_Centers(), {"a": fl.Algorithm(_NoFlag())}, seeds=[1], rounds=1)
+
+
+def test_the_probe_checks_the_models_it_is_asked_at():
+    runs = fl.Runs([1, 2], torch.ones(2, dtype=DT), ["a", "a"])
+    probe = fl._Probe(_Centers(), torch.zeros(2, 1, dtype=DT), torch.arange(2), 0, runs)
+    with pytest.raises(ValueError, match=r"at must have shape \(2, 1\)"):
+        probe.gradients(torch.ones(2, 2, dtype=torch.bool), torch.zeros(1, 1))
+
+
+def _names(f):
+    return [n for n in inspect.signature(f).parameters if n != "self"]
+
+
+def test_the_package_rules_samplers_and_tasks_fit_the_protocols():
+    """Every rule of flkit.aggregate and sampler of flkit.sample has the protocol's methods with its parameters
+    (names and order, so a keyword call works too); the tasks of flkit.tasks and the test tasks are Tasks; a
+    sampler is no Aggregator and a rule no Sampler."""
+    from flkit.protocols import Aggregator, Probe, Sampler, Task
+    from flkit.tasks import QuadraticTask
+    rules = [getattr(agg, n) for n in agg.__all__ if hasattr(getattr(agg, n), "apply")]
+    samplers = [getattr(sample, n) for n in sample.__all__ if hasattr(getattr(sample, n), "select")]
+    assert len(rules) >= 12 and len(samplers) >= 9
+    for cls, proto in [(c, Aggregator) for c in rules] + [(c, Sampler) for c in samplers]:
+        assert issubclass(cls, proto), cls
+        for m in ("init", "apply", "select"):
+            if hasattr(proto, m):
+                assert _names(getattr(cls, m)) == _names(getattr(proto, m)), (cls, m)
+    for cls in samplers:
+        assert _names(cls.observe) == ["state", "t", "pairs", "delta"], cls
+        assert not issubclass(cls, Aggregator)
+    assert not any(issubclass(c, Sampler) for c in rules)
+    assert _names(fl._Probe.gradients) == _names(Probe.gradients)
+    assert isinstance(fl._Probe(_Centers(), torch.zeros(1, 1), torch.arange(1), 0, None), Probe)
+    assert all(isinstance(t, Task) for t in (_task(), _Line({5: 1.0}), _Centers()))
+    problem = types.SimpleNamespace(A=torch.ones(3, 2, dtype=DT), b=torch.zeros(3, 2, dtype=DT), w_star=None)
+    assert isinstance(QuadraticTask(problem), Task)
+    assert not isinstance(agg.FedAvg(), Task)

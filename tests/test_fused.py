@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from flkit import engine, models, objectives
+from flkit.fastsgd import FastSGD
 from flkit.papers.cvar import algorithm
 from flkit.seeding import torch_gen
 
@@ -74,7 +75,7 @@ def test_forward_equals_grouped_forward():
 
 
 def test_fast_sgd_fused_equals_grouped():
-    """Three steps of engine.FastSGD with Fed-CVaR's batched objective (padded batch, a masked step)
+    """Three steps of FastSGD with Fed-CVaR's batched objective (padded batch, a masked step)
     through both backends."""
     net = small_lenet()
     g = torch.Generator().manual_seed(2)
@@ -84,7 +85,7 @@ def test_fast_sgd_fused_equals_grouped():
     batches[1, 2, 4:] = -1
     out = {}
     for backend in ("grouped", "fused"):
-        fast = engine.FastSGD(net, P0, x, y, 6, lr=algorithm.learning_rates(0.1, 0.05), objective=objectives.cvar_objective,
+        fast = FastSGD(net, P0, x, y, 6, lr=algorithm.learning_rates(0.1, 0.05), objective=objectives.cvar_objective,
                               backend=backend)
         fast.precision = "ieee"
         assert fast.backend == backend
@@ -99,12 +100,12 @@ def test_auto_backend_never_picks_the_interpreter():
     net = models.build("cvar_lenet")
     P = algorithm.init(engine.stack(net, 1, torch_gen(0, "init")), 0.3, 0.1).params
     x, y = torch.zeros(4, 1, 28, 28), torch.zeros(4, dtype=torch.long)
-    fast = engine.FastSGD(net, P, x, y, 2, lr=algorithm.learning_rates(0.1, 0.1), objective=objectives.cvar_objective)
+    fast = FastSGD(net, P, x, y, 2, lr=algorithm.learning_rates(0.1, 0.1), objective=objectives.cvar_objective)
     assert fast.backend == "grouped"
     with pytest.raises(ValueError, match="backend must be"):
-        engine.FastSGD(net, P, x, y, 2, lr=algorithm.learning_rates(0.1, 0.1), backend="cudnn")
+        FastSGD(net, P, x, y, 2, lr=algorithm.learning_rates(0.1, 0.1), backend="cudnn")
     with pytest.raises(ValueError, match="backend='fused' needs"):
-        engine.FastSGD(models.build("cvar_mlp"), engine.stack(models.build("cvar_mlp"), 1), x, y, 2, lr=0.1,
+        FastSGD(models.build("cvar_mlp"), engine.stack(models.build("cvar_mlp"), 1), x, y, 2, lr=0.1,
                        backend="fused")
 
 

@@ -22,7 +22,8 @@ import torch.nn.functional as F
 
 from flkit import datasets, engine, fl, models
 from flkit import grouped as G
-from flkit.papers.hics import experiments as X
+from flkit.batches import epoch_batches
+from flkit.papers.hics import common, fmnist
 from flkit.tasks import EngineTask
 
 TOL = 1e-8
@@ -52,7 +53,7 @@ def engine_case(seed: int = 0):
     x = torch.randn(n, 1, 28, 28, generator=g, dtype=torch.float64) + 0.3 * y.view(-1, 1, 1, 1)
     params = engine.stack(net, len(SIZES), torch.Generator().manual_seed(seed + 1))
     gens = [torch.Generator().manual_seed(100 + i) for i in range(len(SIZES))]
-    batches, steps = engine.epoch_batches(SIZES, B, 2, generators=gens, last="pad")
+    batches, steps = epoch_batches(SIZES, B, 2, generators=gens, last="pad")
     keep = engine.dropout_masks(net, x[:1], B, steps, [torch.Generator().manual_seed(200 + i)
                                                         for i in range(len(SIZES))])
     return net, params, x, y, batches, steps, keep
@@ -176,7 +177,7 @@ def hics_task(vectorized, opt="sgd", prox_mu=0.0, dropout=True):
     part = SimpleNamespace(indices=np.split(perm, np.cumsum(SIZES)[:-1]))
     cfg = dict(model="hics_fmnist_paper", subset=None, batch_size=B, epochs=2, lr=0.05, opt=opt, prox_mu=prox_mu,
                vectorized=vectorized)
-    task = X.make_task(data, part, cfg)
+    task = common.make_task(data, part, cfg)
     task.model.double()
     if not dropout:
         task.dropout_stream = None
@@ -191,8 +192,8 @@ def test_hics_runs_match_the_one_client_loop(mu):
     out = {}
     for vec in (False, True):
         task = hics_task(vec, "sgd", mu)
-        assert task.dropout_stream == X.DROPOUT_STREAM
-        res = fl.run(task, X.algorithms(task, dict(k=2, rounds=4), ["random", "HiCS-FL"]), seeds=[1], rounds=4,
+        assert task.dropout_stream == common.DROPOUT_STREAM
+        res = fl.run(task, fmnist.algorithms(task, dict(k=2, rounds=4), ["random", "HiCS-FL"]), seeds=[1], rounds=4,
                      every=1)
         assert task.paths == [f"local_train/vectorized={vec}"]
         out[vec] = res
@@ -256,14 +257,14 @@ def test_fig6_cnn_trains_every_client_at_once_with_the_loops_numbers(monkeypatch
     """Fig. 6(a) with the document's CNN (appendix 6.2; flkit.papers.hics.dissimilarity): trained with the 250
     clients of a round together (its default on a GPU), a tiny float64 run records the rows (gradient differences,
     test accuracy) of the one-client loop up to the rows' rounding to 6 significant digits (one unit: rtol 1e-5)."""
-    from flkit.papers.hics import dissimilarity as DS
+    from flkit.papers.hics import dissimilarity
     g = torch.Generator().manual_seed(0)
     y = torch.arange(10).repeat(40)
     data = SimpleNamespace(x_train=torch.rand(400, 1, 28, 28, generator=g, dtype=torch.float64), y_train=y,
                            x_test=torch.rand(50, 1, 28, 28, generator=g, dtype=torch.float64),
                            y_test=torch.arange(10).repeat(5))
-    cfg = dict(DS.FIG6, model="hics_fmnist_paper", clients=4, size=20, rounds=3, every=1, batch_size=8, lr=0.05)
-    real, seen, rows = DS.fig6_task, [], {}
+    cfg = dict(dissimilarity.FIG6, model="hics_fmnist_paper", clients=4, size=20, rounds=3, every=1, batch_size=8, lr=0.05)
+    real, seen, rows = dissimilarity.fig6_task, [], {}
     for vec in (True, False):
         def task_of(data, part, cfg, vec=vec):
             task = real(data, part, cfg)
@@ -271,9 +272,9 @@ def test_fig6_cnn_trains_every_client_at_once_with_the_loops_numbers(monkeypatch
             seen.append((task.backend, task.vectorized, task.dropout_stream))
             task.vectorized = vec
             return task
-        monkeypatch.setattr(DS, "fig6_task", task_of)
-        rows[vec] = DS.run_fig6(cfg, data)
-    assert seen[0] == ("engine", False, X.DROPOUT_STREAM)                  # on a CPU: the loop by default
+        monkeypatch.setattr(dissimilarity, "fig6_task", task_of)
+        rows[vec] = dissimilarity.run_fig6(cfg, data)
+    assert seen[0] == ("engine", False, common.DROPOUT_STREAM)                  # on a CPU: the loop by default
     a, b = rows[True], rows[False]
     pd_cols = ["round", "metric", "client"]
     assert (a[pd_cols].values == b[pd_cols].values).all() and a["round"].max() == 2
@@ -299,8 +300,8 @@ def test_masked_batch_norm_gradient_is_the_derivative():
 
 
 def test_the_cnn_trains_its_clients_together_on_a_gpu_and_one_at_a_time_on_a_cpu():
-    assert X.batch_clients("hics_fmnist_paper", torch.device("cuda")) and X.batch_clients("hics_fmnist_paper", "cuda:1")
-    assert not X.batch_clients("hics_fmnist_paper", "cpu")
-    assert all(X.batch_clients(m, "cpu") for m in ("logreg", "hics_cifar10", "hics_cifar100"))
+    assert common.batch_clients("hics_fmnist_paper", torch.device("cuda")) and common.batch_clients("hics_fmnist_paper", "cuda:1")
+    assert not common.batch_clients("hics_fmnist_paper", "cpu")
+    assert all(common.batch_clients(m, "cpu") for m in ("logreg", "hics_cifar10", "hics_cifar100"))
     task = hics_task("auto")
-    assert task.vectorized is False and task.dropout_stream == X.DROPOUT_STREAM and task.skip_done
+    assert task.vectorized is False and task.dropout_stream == common.DROPOUT_STREAM and task.skip_done

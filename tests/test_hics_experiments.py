@@ -1,4 +1,4 @@
-"""HiCS-FL training comparisons (flkit.papers.hics.experiments): profiles (Fashion-MNIST, CIFAR-10, CIFAR-100),
+"""HiCS-FL training comparisons (flkit.papers.hics.fmnist): profiles (Fashion-MNIST, CIFAR-10, CIFAR-100),
 smoothing, rounds to target, the five methods through fl.run, the CIFAR smoke profile end to end on fake files."""
 import math
 from pathlib import Path
@@ -10,61 +10,61 @@ import torch
 from scipy.signal import savgol_filter
 
 from flkit import fl, models
-from flkit.papers.hics import experiments as X
+from flkit.papers.hics import common, fmnist
 from flkit.tasks import EngineTask
 
 
 def test_profiles():
-    for name in X.PROFILES:
-        assert X.profile(name)["rounds"] >= 13
-    assert X.profile("reduced")["model"] == "logreg" and X.profile("paper")["model"] == "hics_fmnist_paper"
-    p = X.profile("paper")
+    for name in fmnist.PROFILES:
+        assert fmnist.profile(name)["rounds"] >= 13
+    assert fmnist.profile("reduced")["model"] == "logreg" and fmnist.profile("paper")["model"] == "hics_fmnist_paper"
+    p = fmnist.profile("paper")
     assert (p["clients"], p["k"], p["epochs"], p["batch_size"], p["lr"], p["rounds"]) == (50, 5, 2, 64, 0.001, 200)
     with pytest.raises(ValueError, match="unknown profile"):
-        X.profile("huge")
+        fmnist.profile("huge")
     with pytest.raises(ValueError, match="settings"):
-        X.profile("reduced", settings=["(4)"])
+        fmnist.profile("reduced", settings=["(4)"])
     with pytest.raises(ValueError, match="clients"):
-        X.profile("reduced", clients=12)
+        fmnist.profile("reduced", clients=12)
     with pytest.raises(ValueError, match="k must"):
-        X.profile("reduced", k=60)
+        fmnist.profile("reduced", k=60)
     with pytest.raises(ValueError, match="model"):
-        X.profile("reduced", model="resnet")
+        fmnist.profile("reduced", model="resnet")
     with pytest.raises(ValueError, match="lr"):
-        X.profile("reduced", lr=-1.0)
-    assert X.profile("paper")["divfl_table1_rounds"] == 600
-    assert X.profile("reduced")["divfl_table1_rounds"] is None and X.profile("smoke")["divfl_table1_rounds"] is None
+        fmnist.profile("reduced", lr=-1.0)
+    assert fmnist.profile("paper")["divfl_table1_rounds"] == 600
+    assert fmnist.profile("reduced")["divfl_table1_rounds"] is None and fmnist.profile("smoke")["divfl_table1_rounds"] is None
     for bad in (12, 600.0, True, "600"):
         with pytest.raises(ValueError, match=r"divfl_table1_rounds must be None .* an int >= 13"):
-            X.profile("reduced", divfl_table1_rounds=bad)
-    longer = X.jobs(X.profile("paper", rounds=700))           # 600 < rounds: DivFL runs the common horizon
+            fmnist.profile("reduced", divfl_table1_rounds=bad)
+    longer = fmnist.jobs(fmnist.profile("paper", rounds=700))           # 600 < rounds: DivFL runs the common horizon
     assert {j["rounds"] for j in longer} == {700}
-    assert X.jobs(X.profile("reduced", divfl_table1_rounds=200)) == X.jobs(X.profile("reduced"))
+    assert fmnist.jobs(fmnist.profile("reduced", divfl_table1_rounds=200)) == fmnist.jobs(fmnist.profile("reduced"))
 
 
 def test_jobs_of_reduced_profile():
-    js = X.jobs(X.profile("reduced"))
+    js = fmnist.jobs(fmnist.profile("reduced"))
     groups = pd.Series([j["group"] for j in js]).value_counts().to_dict()
     assert groups == {"main": 9, "divfl": 9, "lr_alt": 1}
     assert all(j["methods"] == ["random", "pow-d", "CS", "HiCS-FL"] and j["lr"] == 0.001 for j in js if j["group"] == "main")
     assert [(j["setting"], j["seed"]) for j in js if j["group"] == "divfl"] == [(s, i) for s in ("(1)", "(2)", "(3)")
                                                                               for i in (0, 1, 2)]
     assert len({str(sorted(j.items())) for j in js}) == len(js)
-    assert X.split_alphas("(3)") == [0.001] * 5
-    assert X.split_alphas("(1)") == [0.001, 0.002, 0.005, 0.01, 0.5]
+    assert common.split_alphas("(3)") == [0.001] * 5
+    assert common.split_alphas("(1)") == [0.001, 0.002, 0.005, 0.01, 0.5]
 
 
 def test_reduced_jobs_are_the_stored_ones():
     """The published page reads these runs from the book's store: a change of any job's config loses them."""
     from flkit import results
     store = results.book_store("hics")
-    js = X.jobs(X.profile("reduced"))
+    js = fmnist.jobs(fmnist.profile("reduced"))
     assert len(js) == 19 and all(store.done(j) for j in js)
     assert all(j["rounds"] == 200 for j in js)
 
 
 def test_jobs_of_paper_profile():
-    js = X.jobs(X.profile("paper"))
+    js = fmnist.jobs(fmnist.profile("paper"))
     assert len(js) == 19                                      # 9 main + 9 DivFL + the lr_alt run
     long = [(j["group"], j["setting"], j["seed"], j["methods"]) for j in js if j["rounds"] == 600]
     assert long == [("divfl", "(2)", s, ["DivFL"]) for s in (0, 1, 2)]
@@ -72,9 +72,9 @@ def test_jobs_of_paper_profile():
     # client trainings: K per round for the four cheap methods; DivFL with the document's one-step gradient proxy:
     # the K selected plus N full-batch gradients, each one pass over a client's data (1/R of a training)
     assert all(j["divfl_proxy"] == "gradient" for j in js if j["group"] == "divfl")
-    assert X.client_trainings(X.profile("paper")) == (9 * 4 + 2) * 5 * 200 + (6 * 200 + 3 * 600) * (5 + 50 / 2) == 128_000
+    assert fmnist.client_trainings(fmnist.profile("paper")) == (9 * 4 + 2) * 5 * 200 + (6 * 200 + 3 * 600) * (5 + 50 / 2) == 128_000
     # with the full-update proxy N + K (the probe trains every client, then the selected train)
-    assert X.client_trainings(X.profile("paper", divfl_proxy="update")) == 38_000 + 3000 * 55 == 203_000
+    assert fmnist.client_trainings(fmnist.profile("paper", divfl_proxy="update")) == 38_000 + 3000 * 55 == 203_000
 
 
 def test_divfl_proxy_is_part_of_the_store_key():
@@ -82,42 +82,42 @@ def test_divfl_proxy_is_part_of_the_store_key():
     reduced profile's earlier full-update runs carry no key (their stored configs) and stay stored, so the two
     never share a key; a bad proxy is refused."""
     from flkit import results
-    red = X.profile("reduced")
-    assert red["divfl_proxy"] == "gradient" == X.profile("paper")["divfl_proxy"]
-    grad = [j for j in X.jobs(red) if j["group"] == "divfl"]
-    upd = [j for j in X.jobs(X.profile("reduced", divfl_proxy="update")) if j["group"] == "divfl"]
+    red = fmnist.profile("reduced")
+    assert red["divfl_proxy"] == "gradient" == fmnist.profile("paper")["divfl_proxy"]
+    grad = [j for j in fmnist.jobs(red) if j["group"] == "divfl"]
+    upd = [j for j in fmnist.jobs(fmnist.profile("reduced", divfl_proxy="update")) if j["group"] == "divfl"]
     assert all("divfl_proxy" not in j for j in upd) and all(j["divfl_proxy"] == "gradient" for j in grad)
     assert not {results.config_key(j) for j in upd} & {results.config_key(j) for j in grad}
     store = results.book_store("hics")
     assert len(upd) == 9 and all(store.done(j) for j in upd)                # the labelled variant's runs
-    main = [j for j in X.jobs(X.profile("reduced", divfl_proxy="update")) if j["group"] != "divfl"]
-    assert main == [j for j in X.jobs(red) if j["group"] != "divfl"]     # the other methods' keys do not move
+    main = [j for j in fmnist.jobs(fmnist.profile("reduced", divfl_proxy="update")) if j["group"] != "divfl"]
+    assert main == [j for j in fmnist.jobs(red) if j["group"] != "divfl"]     # the other methods' keys do not move
     with pytest.raises(ValueError, match="divfl_proxy must be one of"):
-        X.profile("reduced", divfl_proxy="ideal")
+        fmnist.profile("reduced", divfl_proxy="ideal")
 
 
 @pytest.mark.parametrize("window,order,n", [(13, 3, 201), (5, 2, 30), (13, 3, 13), (7, 0, 40)])
 def test_savgol_matches_scipy(window, order, n):
     y = np.random.default_rng(window + n).normal(size=n).cumsum()
-    np.testing.assert_allclose(X.savgol(y, window, order), savgol_filter(y, window, order), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(common.savgol(y, window, order), savgol_filter(y, window, order), rtol=0, atol=1e-10)
 
 
 def test_savgol_rejects_bad_window():
     with pytest.raises(ValueError, match="window"):
-        X.savgol(np.zeros(10), 13, 3)
+        common.savgol(np.zeros(10), 13, 3)
     with pytest.raises(ValueError, match="window"):
-        X.savgol(np.zeros(30), 12, 3)
+        common.savgol(np.zeros(30), 12, 3)
 
 
 def test_rounds_to_target_exact():
     r = np.arange(201)
     step = np.where(r >= 37, 0.8, 0.1)
-    assert X.rounds_to_target(step, 0.75, smooth=False) == 37.0
-    assert math.isnan(X.rounds_to_target(step, 0.81, smooth=False))
+    assert common.rounds_to_target(step, 0.75, smooth=False) == 37.0
+    assert math.isnan(common.rounds_to_target(step, 0.81, smooth=False))
     cubic = (r / 200.0) ** 3                      # kept exactly by a cubic Savitzky-Golay filter
-    assert X.rounds_to_target(cubic, 0.125 - 1e-9) == 100.0
-    assert X.rounds_to_target(cubic, 0.125 + 1e-9) == 101.0
-    assert X.rounds_to_target(cubic, 0.5, rounds=r * 2) == float(2 * np.flatnonzero(cubic >= 0.5 - 1e-12)[0])
+    assert common.rounds_to_target(cubic, 0.125 - 1e-9) == 100.0
+    assert common.rounds_to_target(cubic, 0.125 + 1e-9) == 101.0
+    assert common.rounds_to_target(cubic, 0.5, rounds=r * 2) == float(2 * np.flatnonzero(cubic >= 0.5 - 1e-12)[0])
 
 
 def _tiny_task():
@@ -134,9 +134,9 @@ def test_five_methods_run_and_repeat():
     out = []
     for _ in range(2):
         task = _tiny_task()
-        res = fl.run(task, X.algorithms(task, cfg, X.METHODS), seeds=[3], rounds=6, every=1)
+        res = fl.run(task, fmnist.algorithms(task, cfg, common.METHODS), seeds=[3], rounds=6, every=1)
         out.append(res.tidy())
-    assert set(out[0]["method"]) == set(X.METHODS)
+    assert set(out[0]["method"]) == set(common.METHODS)
     pd.testing.assert_frame_equal(out[0], out[1])
     last = out[0][(out[0]["round"] == 6) & (out[0]["metric"] == "train_loss")]
     assert np.isfinite(last["value"]).all() and len(last) == 5
@@ -144,17 +144,17 @@ def test_five_methods_run_and_repeat():
 
 def test_unknown_method():
     with pytest.raises(ValueError, match="unknown methods"):
-        X.algorithms(_tiny_task(), dict(k=2, rounds=6), ["oracle"])
+        fmnist.algorithms(_tiny_task(), dict(k=2, rounds=6), ["oracle"])
 
 
 def test_table1_cells():
     rows = []
-    for m, hit in zip(X.METHODS, (20, 10, 40, None, 5)):
+    for m, hit in zip(common.METHODS, (20, 10, 40, None, 5)):
         for seed in (0, 1):
             acc = np.where(np.arange(31) >= (hit or 99), 0.9, 0.1)
             rows += [dict(group="main", setting="(2)", method=m, seed=seed, round=t, metric="test_acc", value=v)
                      for t, v in enumerate(acc)]
-    t1 = X.table1(pd.DataFrame(rows), 0.5)
+    t1 = fmnist.table1(pd.DataFrame(rows), 0.5)
     assert t1.loc["DivFL", "ours: rounds to 0.750"] == "not reached in 30 rounds"
     assert t1.loc["random", "document: rounds to 0.75"] == 149
     assert t1.loc["HiCS-FL", "document: speed-up"] == "2.5x" and t1.loc["pow-d", "document: speed-up"] == "1.8x"
@@ -171,11 +171,11 @@ def test_claim_checks_include_divfl_only_with_hics_seeds():
                                  rounds=float(base + seed)))
                 var.append(dict(setting=s, method=m, seed=seed, fluctuation=0.01 * base, late_loss=0.5))
     rt, vr = pd.DataFrame(rows), pd.DataFrame(var)
-    whats = [c.what for c in X.claim_checks(rt, vr, 200)]
+    whats = [c.what for c in fmnist.claim_checks(rt, vr, 200)]
     assert sum("DivFL" in w for w in whats) == 2 and all("setting (2)" in w for w in whats if "DivFL" in w)
     assert len(whats) == 2 * 3 * 2 + 2 + 1
     short = rt[~((rt.method == "DivFL") & (rt.seed > 0))]                 # DivFL with one seed: left out
-    assert not any("DivFL" in c.what for c in X.claim_checks(short, vr[~((vr.method == "DivFL") & (vr.seed > 0))], 200))
+    assert not any("DivFL" in c.what for c in fmnist.claim_checks(short, vr[~((vr.method == "DivFL") & (vr.seed > 0))], 200))
 
 
 def test_claim_words_group_checks_by_claim_and_baseline():
@@ -185,18 +185,18 @@ def test_claim_words_group_checks_by_claim_and_baseline():
             for seed in (0, 1, 2):
                 rows.append(dict(group="main", setting=s, method=m, seed=seed, rounds=float(base + seed)))
                 var.append(dict(setting=s, method=m, seed=seed, fluctuation=0.01 * base + 0.001 * seed * (m == "CS")))
-    checks = X.claim_checks(pd.DataFrame(rows), pd.DataFrame(var), 200)
-    assert X.claim_words(checks, "confirmed") == (
+    checks = fmnist.claim_checks(pd.DataFrame(rows), pd.DataFrame(var), 200)
+    assert fmnist.claim_words(checks, "confirmed") == (
         "HiCS-FL reaches the target sooner than pow-d in settings (1), (2) and (3); HiCS-FL reaches the target "
         "sooner than CS in settings (1), (2) and (3); its training loss fluctuates less than pow-d's in settings (1), "
         "(2) and (3); its training loss fluctuates less than CS's in settings (1), (2) and (3)")
-    assert X.claim_words(checks, "contradicted") == (
+    assert fmnist.claim_words(checks, "contradicted") == (
         "HiCS-FL reaches the target sooner than random in settings (1), (2) and (3); its training loss fluctuates "
         "less than random's in settings (1), (2) and (3)")
-    assert X.claim_words(checks, "not testable at this scale") == (
+    assert fmnist.claim_words(checks, "not testable at this scale") == (
         "HiCS-FL's speed-up over random larger in setting (1) than in (2); "
         "HiCS-FL's speed-up over random larger in setting (1) than in (3)")
-    assert X.claim_words([], "confirmed") == "none"
+    assert fmnist.claim_words([], "confirmed") == "none"
 
 
 def _ramp(cross: int, rounds: int) -> np.ndarray:
@@ -217,21 +217,21 @@ def test_table1_counts_divfl_after_the_common_horizon():
             rows += _rows("main", "(2)", m, seed, _ramp(cross + seed - 1, 200), np.ones(201))
         rows += _rows("divfl", "(2)", "DivFL", seed, _ramp(477 + seed, 600), np.ones(601))
     table = pd.DataFrame(rows)
-    t1 = X.table1(table, 0.75)
+    t1 = fmnist.table1(table, 0.75)
     assert t1.loc["DivFL", "ours: rounds to 0.750"] == "478 ± 1"
     assert t1.loc["random", "ours: rounds to 0.750"] == "149 ± 1"
     assert t1.loc["DivFL", "ours: speed-up (0.750)"] == "0.3x"        # 149 / 478
-    chk = X.table1_checks(table)
+    chk = fmnist.table1_checks(table)
     div = chk["Table 1: FMNIST, rounds to 0.75, DivFL (ideal)"][0]
     assert div.ours == 478.0 and div.verdict == "agrees"
     sp = chk["Table 1: FMNIST, speed-up, DivFL (ideal)"][0]
     assert sp.ours == pytest.approx(np.mean([148 / 477, 149 / 478, 150 / 479]), abs=1e-12)
     # cut to the common horizon, DivFL does not reach 0.75; the cell names its own horizon
-    assert X.table1(X.truncate(table, 200), 0.75).loc["DivFL", "ours: rounds to 0.750"] == "not reached in 200 rounds"
+    assert fmnist.table1(fmnist.truncate(table, 200), 0.75).loc["DivFL", "ours: rounds to 0.750"] == "not reached in 200 rounds"
     never = table[~((table.method == "DivFL") & (table.metric == "test_acc"))]
     never = pd.concat([never, pd.DataFrame(sum((_rows("divfl", "(2)", "DivFL", s, np.full(601, 0.5), [])
                                                 for s in (0, 1, 2)), []))])
-    assert X.table1(never, 0.75).loc["DivFL", "ours: rounds to 0.750"] == "not reached in 600 rounds"
+    assert fmnist.table1(never, 0.75).loc["DivFL", "ours: rounds to 0.750"] == "not reached in 600 rounds"
 
 
 def test_truncation_gives_the_200_round_numbers():
@@ -251,23 +251,23 @@ def test_truncation_gives_the_200_round_numbers():
                 long += _rows(g, s, m, seed, acc, loss)
                 short += _rows(g, s, m, seed, acc[:201], loss[:201])
     short, long = pd.DataFrame(short), pd.DataFrame(long)
-    cut = X.truncate(long, 200)
+    cut = fmnist.truncate(long, 200)
     pd.testing.assert_frame_equal(cut, short)
-    for f in (lambda t: X.variability(t, start=100), lambda t: X.rounds_table(t, 0.9),
-              lambda t: X.smoothed_mean(t, "train_loss")):
+    for f in (lambda t: fmnist.variability(t, start=100), lambda t: fmnist.rounds_table(t, 0.9),
+              lambda t: fmnist.smoothed_mean(t, "train_loss")):
         pd.testing.assert_frame_equal(f(cut), f(short), check_exact=True)
-    var_long, var_short = X.variability(long, start=100), X.variability(short, start=100)
+    var_long, var_short = fmnist.variability(long, start=100), fmnist.variability(short, start=100)
     assert not np.allclose(var_long.fluctuation, var_short.fluctuation)       # the later rounds would enter
-    rt_long, rt_short = X.rounds_table(long, 0.9), X.rounds_table(short, 0.9)
+    rt_long, rt_short = fmnist.rounds_table(long, 0.9), fmnist.rounds_table(short, 0.9)
     d2 = (rt_short.method == "DivFL")
     assert rt_short[d2]["rounds"].isna().all() and (rt_long[d2]["rounds"] > 200).all()   # crossings near 320
-    checks = lambda rt, var: [(c.what, c.verdict, c.ours) for c in X.claim_checks(rt, var, 200)]
-    assert checks(X.rounds_table(cut, 0.9), X.variability(cut, start=100)) == checks(rt_short, var_short)
+    checks = lambda rt, var: [(c.what, c.verdict, c.ours) for c in fmnist.claim_checks(rt, var, 200)]
+    assert checks(fmnist.rounds_table(cut, 0.9), fmnist.variability(cut, start=100)) == checks(rt_short, var_short)
     assert any("DivFL" in w for w, _, _ in checks(rt_short, var_short))
     with pytest.raises(ValueError, match="truncate"):
-        X.claim_checks(rt_long, var_short, 200)
+        fmnist.claim_checks(rt_long, var_short, 200)
     with pytest.raises(ValueError, match="rounds must be an int"):
-        X.truncate(long, 200.0)
+        fmnist.truncate(long, 200.0)
 
 
 def test_longer_divfl_run_starts_as_the_shorter_one():
@@ -275,11 +275,11 @@ def test_longer_divfl_run_starts_as_the_shorter_one():
     out = {}
     for T in (6, 12):
         task = _tiny_task()
-        res = fl.run(task, X.algorithms(task, dict(k=2, rounds=T), ["DivFL", "random"]), seeds=[1], rounds=T, every=1)
+        res = fl.run(task, fmnist.algorithms(task, dict(k=2, rounds=T), ["DivFL", "random"]), seeds=[1], rounds=T, every=1)
         t = res.tidy()
         out[T] = t[t["metric"].isin(["test_acc", "train_loss"])].reset_index(drop=True)
     assert out[12]["round"].max() == 12
-    pd.testing.assert_frame_equal(X.truncate(out[12], 6), out[6], check_exact=True)
+    pd.testing.assert_frame_equal(fmnist.truncate(out[12], 6), out[6], check_exact=True)
 
 
 # ------------------------------------------------------------------------------------------ CIFAR-10 / CIFAR-100
@@ -291,7 +291,7 @@ _FMNIST_KEYS = ["experiment", "model", "clients", "k", "epochs", "batch_size", "
 def test_cifar_profiles_are_the_documents():
     """Sec. 4.1 and appendix 6.1: FedProx (mu 0.1) with Adam, eta 0.001, R = 2, B = 64, 20% of the clients."""
     from flkit.datasets import PAPER_STATS
-    c10, c100 = X.profile("paper-cifar10"), X.profile("paper-cifar100")
+    c10, c100 = fmnist.profile("paper-cifar10"), fmnist.profile("paper-cifar100")
     for c in (c10, c100):
         assert (c["opt"], c["prox_mu"], c["lr"], c["epochs"], c["batch_size"], c["temperature"]) == \
             ("adam", 0.1, 0.001, 2, 64, 0.0015)
@@ -301,19 +301,19 @@ def test_cifar_profiles_are_the_documents():
     assert (c100["dataset"], c100["model"], c100["clients"], c100["k"], c100["rounds"], c100["gamma0"]) == \
         ("cifar100", "hics_cifar100", 100, 20, 1000, 2.0)
     assert c10["settings"] == ["(1)", "(2)", "(3)"] and c100["settings"] == ["(1)", "(2)"]   # the document's lists
-    assert X.split_alphas("(1)", "cifar10") == [0.001, 0.01, 0.1, 0.5, 1.0]
-    assert X.split_alphas("(3)", "cifar10") == [0.001, 0.002, 0.005, 0.01, 0.1]
-    assert X.split_alphas("(2)", "cifar100") == [0.001, 0.005, 0.01, 0.1, 1.0]
-    assert X.DATASETS["cifar10"]["norm"] == PAPER_STATS[("hics", "cifar10")] == X.DATASETS["cifar100"]["norm"]
+    assert common.split_alphas("(1)", "cifar10") == [0.001, 0.01, 0.1, 0.5, 1.0]
+    assert common.split_alphas("(3)", "cifar10") == [0.001, 0.002, 0.005, 0.01, 0.1]
+    assert common.split_alphas("(2)", "cifar100") == [0.001, 0.005, 0.01, 0.1, 1.0]
+    assert common.DATASETS["cifar10"]["norm"] == PAPER_STATS[("hics", "cifar10")] == common.DATASETS["cifar100"]["norm"]
     count = lambda name: models.count_parameters(models.build(name))
     assert count("hics_cifar100") - count("hics_cifar10") == 90 * 65     # 90 more outputs of the 64-wide layer
-    assert {n: X.store_name(n) for n in X.PROFILES} == {
+    assert {n: fmnist.store_name(n) for n in fmnist.PROFILES} == {
         "smoke": "tmp/hics", "reduced": "hics", "paper": "hics", "paper-cifar10": "hics_cifar10",
         "paper-cifar100": "hics_cifar100", "smoke-cifar10": "tmp/hics_cifar10"}
 
 
 def test_jobs_of_cifar_profiles():
-    js = X.jobs(X.profile("paper-cifar10"))
+    js = fmnist.jobs(fmnist.profile("paper-cifar10"))
     # per setting x seed one main job; setting (2) splits it: random, pow-d, CS at 1500 rounds, HiCS-FL at 500
     assert len(js) == 3 * 3 + 3 + 3 * 3
     assert all(set(j) == set(_FMNIST_KEYS) | _CIFAR_KEYS | ({"divfl_proxy"} if j["group"] == "divfl" else set())
@@ -328,12 +328,12 @@ def test_jobs_of_cifar_profiles():
     assert div == [(s, i, 1500 if s == "(2)" else 500) for s in ("(1)", "(2)", "(3)") for i in (0, 1, 2)]
     # every method runs at least as long as the document's Table 1 says it needs (HiCS-FL within its 500)
     for name in ("paper-cifar10", "paper-cifar100"):
-        cfg = X.profile(name)
-        doc = X.DOC_TABLE1_CIFAR[cfg["dataset"]]["rounds"]
-        longest = {m: max(j["rounds"] for j in X.jobs(cfg) if m in j["methods"] and j["setting"] == "(2)")
-                   for m in X.METHODS}
-        assert all(longest[m] >= doc[m] for m in X.METHODS) and longest["HiCS-FL"] == cfg["rounds"]
-    js = X.jobs(X.profile("paper-cifar100"))
+        cfg = fmnist.profile(name)
+        doc = common.DOC_TABLE1_CIFAR[cfg["dataset"]]["rounds"]
+        longest = {m: max(j["rounds"] for j in fmnist.jobs(cfg) if m in j["methods"] and j["setting"] == "(2)")
+                   for m in common.METHODS}
+        assert all(longest[m] >= doc[m] for m in common.METHODS) and longest["HiCS-FL"] == cfg["rounds"]
+    js = fmnist.jobs(fmnist.profile("paper-cifar100"))
     assert len(js) == 2 * 3 + 2 * 3 and {j["dataset"] for j in js} == {"cifar100"}
     assert all(j["methods"] == ["random", "pow-d", "CS", "HiCS-FL"] and j["rounds"] == 1000
                for j in js if j["group"] == "main")
@@ -341,14 +341,14 @@ def test_jobs_of_cifar_profiles():
     assert div == [("(1)", 1000)] * 3 + [("(2)", 1400)] * 3
     assert all(j["gamma0"] == 2.0 and j["clients"] == 100 and j["k"] == 20 for j in js)
     # K per round; DivFL with the document's one-step gradient proxy: K + N / R (R = 2)
-    assert X.client_trainings(X.profile("paper-cifar10")) == \
+    assert fmnist.client_trainings(fmnist.profile("paper-cifar10")) == \
         (6 * 4 * 500 + 3 * 3 * 1500 + 3 * 500) * 10 + (6 * 500 + 3 * 1500) * 35 == 532_500
-    assert X.client_trainings(X.profile("paper-cifar100")) == 6 * 4 * 1000 * 20 + (3 * 1000 + 3 * 1400) * 70 \
+    assert fmnist.client_trainings(fmnist.profile("paper-cifar100")) == 6 * 4 * 1000 * 20 + (3 * 1000 + 3 * 1400) * 70 \
         == 984_000
     # the owed-work ledger's counts (flkit/owed.py) were made with the full-update proxy, N + K for DivFL
-    assert X.client_trainings(X.profile("paper-cifar10", divfl_proxy="update")) == \
+    assert fmnist.client_trainings(fmnist.profile("paper-cifar10", divfl_proxy="update")) == \
         (6 * 4 * 500 + 3 * 3 * 1500 + 3 * 500) * 10 + (6 * 500 + 3 * 1500) * 60 == 720_000
-    assert X.client_trainings(X.profile("paper-cifar100", divfl_proxy="update")) == \
+    assert fmnist.client_trainings(fmnist.profile("paper-cifar100", divfl_proxy="update")) == \
         6 * 4 * 1000 * 20 + (3 * 1000 + 3 * 1400) * 120 == 1_344_000
 
 
@@ -356,12 +356,12 @@ def test_fmnist_jobs_keep_their_stored_configs():
     """The results store keys runs by config: Fashion-MNIST jobs carry none of the CIFAR keys; DivFL jobs carry
     divfl_proxy unless it is the full update (the reduced profile's stored runs)."""
     for name in ("smoke", "reduced", "paper"):
-        proxy = X.profile(name)["divfl_proxy"]
-        for j in X.jobs(X.profile(name)):
+        proxy = fmnist.profile(name)["divfl_proxy"]
+        for j in fmnist.jobs(fmnist.profile(name)):
             extra = ["divfl_proxy"] if j["group"] == "divfl" and proxy != "update" else []
             assert list(j) == _FMNIST_KEYS + extra and j["experiment"] == "fmnist_training"
-    assert X.jobs(X.profile("reduced", table1_rounds=13)) == X.jobs(X.profile("reduced"))   # not above rounds
-    adam = X.jobs(X.profile("smoke", opt="adam", prox_mu=0.1))        # an override is part of the config
+    assert fmnist.jobs(fmnist.profile("reduced", table1_rounds=13)) == fmnist.jobs(fmnist.profile("reduced"))   # not above rounds
+    adam = fmnist.jobs(fmnist.profile("smoke", opt="adam", prox_mu=0.1))        # an override is part of the config
     assert all(set(j) - {"divfl_proxy"} == {*_FMNIST_KEYS, "opt", "prox_mu"} and (j["opt"], j["prox_mu"]) == ("adam", 0.1)
                for j in adam)
 
@@ -370,15 +370,15 @@ _DATASETS = "['cifar10', 'cifar100', 'fashion-mnist']"
 
 
 @pytest.mark.parametrize("call,value,allowed", [
-    (lambda: X.profile("paper", dataset="svhn"), "'svhn'", _DATASETS),
-    (lambda: X.profile("paper-cifar11"), "'paper-cifar11'", "'paper-cifar10', 'paper-cifar100'"),
-    (lambda: X.split_alphas("(1)", "cifar-10"), "'cifar-10'", _DATASETS),
-    (lambda: X.split_alphas("(3)", "cifar100"), "'(3)'", "['(1)', '(2)']"),
-    (lambda: X.profile("paper-cifar100", settings=["(3)"]), "['(3)']", "['(1)', '(2)']"),
-    (lambda: X.profile("paper-cifar10", opt="rmsprop"), "'rmsprop'", "'sgd' or 'adam'"),
-    (lambda: X.profile("paper-cifar10", prox_mu=-0.1), "-0.1", ">= 0"),
-    (lambda: X.profile("paper-cifar10", table1_rounds=5), "5", "an int >= 13"),
-    (lambda: X.profile("paper-cifar100", model="hics_cifar10"), "'hics_cifar10'", "['hics_cifar100']"),
+    (lambda: fmnist.profile("paper", dataset="svhn"), "'svhn'", _DATASETS),
+    (lambda: fmnist.profile("paper-cifar11"), "'paper-cifar11'", "'paper-cifar10', 'paper-cifar100'"),
+    (lambda: common.split_alphas("(1)", "cifar-10"), "'cifar-10'", _DATASETS),
+    (lambda: common.split_alphas("(3)", "cifar100"), "'(3)'", "['(1)', '(2)']"),
+    (lambda: fmnist.profile("paper-cifar100", settings=["(3)"]), "['(3)']", "['(1)', '(2)']"),
+    (lambda: fmnist.profile("paper-cifar10", opt="rmsprop"), "'rmsprop'", "'sgd' or 'adam'"),
+    (lambda: fmnist.profile("paper-cifar10", prox_mu=-0.1), "-0.1", ">= 0"),
+    (lambda: fmnist.profile("paper-cifar10", table1_rounds=5), "5", "an int >= 13"),
+    (lambda: fmnist.profile("paper-cifar100", model="hics_cifar10"), "'hics_cifar10'", "['hics_cifar100']"),
 ])
 def test_bad_cifar_input_is_one_line(call, value, allowed):
     with pytest.raises(ValueError) as e:
@@ -427,20 +427,20 @@ def test_smoke_cifar10_end_to_end(tmp_path, monkeypatch):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     assert script.main(["smoke-cifar10"]) == 0
-    cfg = X.profile("smoke-cifar10")
+    cfg = fmnist.profile("smoke-cifar10")
     store = results.book_store("tmp/hics_cifar10")
     assert (tmp_path / "results" / "tmp" / "hics_cifar10").is_dir()
-    js = X.jobs(cfg)
-    assert {m for j in js for m in j["methods"]} == set(X.METHODS) and all(store.done(j) for j in js)
+    js = fmnist.jobs(cfg)
+    assert {m for j in js for m in j["methods"]} == set(common.METHODS) and all(store.done(j) for j in js)
     for j in js:
         t = store.load(j)
         for m in j["methods"]:
             for metric in ("test_acc", "train_loss"):
                 d = t[(t.method == m) & (t.metric == metric)]
                 assert sorted(d["round"]) == list(range(j["rounds"] + 1)) and np.isfinite(d["value"]).all()
-    fmnist = datasets.Dataset("fashion-mnist", *[torch.zeros(1)] * 4, [])
+    fm = datasets.Dataset("fashion-mnist", *[torch.zeros(1)] * 4, [])
     with pytest.raises(ValueError, match="job of dataset 'cifar10' given data of 'fashion-mnist'"):
-        X.run_job(js[0], fmnist)
+        fmnist.run_job(js[0], fm)
 
 
 def _hics_sweep_script():
@@ -462,7 +462,7 @@ def test_hics_sweep_resumes_from_a_piece_to_identical_results(tmp_path, monkeypa
     script = _hics_sweep_script()
     argv = ["smoke", "--setting", "(2)", "--group", "main"]
     js = script.selected(script._parse(argv))
-    assert len(js) == 2 and all(X.is_setting2_main(j) for j in js)
+    assert len(js) == 2 and all(fmnist.is_setting2_main(j) for j in js)
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "a"))
     assert script.main(argv + ["--max-minutes", "0.001"]) == 75
     store = results.book_store("tmp/hics")

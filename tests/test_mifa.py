@@ -8,36 +8,37 @@ import numpy as np
 import pytest
 import torch
 
-from flkit.papers import mifa
+from flkit import tasks
+from flkit.papers.mifa import common, experiments, items, methods, zerosarah
 
 DT = torch.float64
 
 def test_umifa_growth_rate():
-    assert mifa.umifa_growth_rate(0.2) > 0 > mifa.umifa_growth_rate(0.8)
-    assert mifa.umifa_growth_rate(0.5) == 0.0
-    assert mifa.umifa_growth_rate(0.2) == pytest.approx(0.2 * math.log(4.0))
+    assert experiments.umifa_growth_rate(0.2) > 0 > experiments.umifa_growth_rate(0.8)
+    assert experiments.umifa_growth_rate(0.5) == 0.0
+    assert experiments.umifa_growth_rate(0.2) == pytest.approx(0.2 * math.log(4.0))
 
 
 def test_methods_map_to_aggregate_rules():
     from flkit import aggregate as agg
-    assert mifa.METHODS["fedavg_is"].aggregator() == agg.KnownP()
-    assert mifa.METHODS["umifam_saga"].aggregator(0.5) == agg.Momentum(agg.UMIFA("saga"), 0.5)
-    assert mifa.METHODS["fedpgd"].aggregator() == agg.FedAvg()
+    assert methods.METHODS["fedavg_is"].aggregator() == agg.KnownP()
+    assert methods.METHODS["umifam_saga"].aggregator(0.5) == agg.Momentum(agg.UMIFA("saga"), 0.5)
+    assert methods.METHODS["fedpgd"].aggregator() == agg.FedAvg()
 
 
 def test_fedpgd_samples_exactly_b_and_shares_masks():
-    task = mifa.symmetric_quadratic(8, dim=3, seed=0)
-    res = mifa.simulate(task, ["fedpgd", "fedgd", "mifa", "fedavg"], seeds=[0, 1, 2], eta=0.1, p=3 / 8, b=3,
+    task = tasks.symmetric_quadratic(8, dim=3, seed=0)
+    res = methods.simulate(task, ["fedpgd", "fedgd", "mifa", "fedavg"], seeds=[0, 1, 2], eta=0.1, p=3 / 8, b=3,
                         rounds=40, every=40)
     assert np.all(res.evals["fedpgd"] == 3 * 40)
     assert np.all(res.evals["fedgd"] == 8 * 40)
     assert np.array_equal(res.evals["mifa"], res.evals["fedavg"])     # same clients on the same rounds
-    masks = mifa.uniform_k_masks([0, 1], 3, 50, 8)
+    masks = methods.uniform_k_masks([0, 1], 3, 50, 8)
     assert torch.all(masks.sum(-1) == 3)
 
 
 def test_quadratic_local_steps_closed_form():
-    task = mifa.quadratic_task(n=4, dim=3, seed=1, local_steps=3)
+    task = tasks.quadratic_task(n=4, dim=3, seed=1, local_steps=3)
     w = torch.randn(2, 3, dtype=DT)
     eta = torch.tensor([0.05, 0.1], dtype=DT)
     got = task.updates(w, torch.ones(2, 4, dtype=torch.bool), eta)
@@ -47,25 +48,25 @@ def test_quadratic_local_steps_closed_form():
             for _ in range(3):
                 x = x - eta[r] * task.problem.A[i] * (x - task.problem.b[i])
             assert torch.allclose(got[r, i], (w[r] - x) / eta[r])
-    one = mifa.quadratic_task(n=4, dim=3, seed=1)
+    one = tasks.quadratic_task(n=4, dim=3, seed=1)
     assert torch.allclose(one.updates(w, None, eta), one.problem.client_grads(w))
 
 
 def test_gap_is_exact_quadratic_form():
-    task = mifa.quadratic_task(n=5, dim=4, seed=2)
+    task = tasks.quadratic_task(n=5, dim=4, seed=2)
     w = torch.randn(3, 4, dtype=DT)
     gap = task.metrics(w)["gap"]
     assert torch.allclose(gap, task.problem.f(w) - task.problem.f_star, atol=1e-12)
 
 
 def test_symmetric_quadratic_has_exact_client_variance():
-    task = mifa.symmetric_quadratic(6, dim=4, seed=0, sigma_G2=2.0)
+    task = tasks.symmetric_quadratic(6, dim=4, seed=0, sigma_G2=2.0)
     w = torch.randn(5, 4, dtype=DT)
     dev = task.client_grads(w) - task.grad(w).unsqueeze(-2)
     assert torch.allclose((dev ** 2).sum(-1), torch.full((5, 6), 2.0, dtype=DT))
     assert math.isclose(task.sigma_G2, 2.0)
     # the global objective does not depend on n
-    t2 = mifa.symmetric_quadratic(12, dim=4, seed=0, sigma_G2=2.0)
+    t2 = tasks.symmetric_quadratic(12, dim=4, seed=0, sigma_G2=2.0)
     assert torch.allclose(task.grad(w), t2.grad(w))
 
 
@@ -77,7 +78,7 @@ def _tiny_softmax_task():
     x[0, :, 3] = 0.0                          # ... and one that is zero for client 0 only
     x = torch.cat([x, torch.ones(n, m, 1)], -1)
     y = torch.randint(0, C, (n, m), generator=g)
-    return mifa.SoftmaxTask(x=x, y=y, x_test=x[0], y_test=y[0], num_classes=C, epochs=2, batch_size=3,
+    return tasks.SoftmaxTask(x=x, y=y, x_test=x[0], y_test=y[0], num_classes=C, epochs=2, batch_size=3,
                             weight_decay=0.01)
 
 
@@ -125,8 +126,8 @@ def test_softmax_updates_shared_across_methods_and_objective():
 
 
 def test_simulate_declares_divergence_with_inf():
-    task = mifa.quadratic_task(n=10, dim=4, seed=0)
-    res = mifa.simulate(task, ["umifa", "umifa_saga"], seeds=[0, 1], eta=0.02, p=0.1, rounds=3000, every=100)
+    task = tasks.quadratic_task(n=10, dim=4, seed=0)
+    res = methods.simulate(task, ["umifa", "umifa_saga"], seeds=[0, 1], eta=0.02, p=0.1, rounds=3000, every=100)
     assert np.all(res.diverged["umifa"] > 0)                  # literal U-MIFA blows up at p = 0.1
     assert np.all(res.diverged["umifa_saga"] == -1)
     assert np.isinf(res.values["umifa"]["gap"][-1]).all()
@@ -135,12 +136,12 @@ def test_simulate_declares_divergence_with_inf():
 
 
 def test_simulate_softmax_matches_a_plain_loop():
-    """mifa.simulate (through flkit.fl) against the rules written out here, on the closed-form trainer."""
+    """methods.simulate (through flkit.fl) against the rules written out here, on the closed-form trainer."""
     task = _tiny_softmax_task()
     seeds, T, p, eta = [0, 1], 4, 0.5, 0.1
     meths = ["mifa", "umifa_saga", "fedavg_is"]
-    res = mifa.simulate(task, meths, seeds=seeds, eta=eta, p=p, rounds=T, every=T)
-    mask = mifa.bernoulli_masks(seeds, p, T, task.n)
+    res = methods.simulate(task, meths, seeds=seeds, eta=eta, p=p, rounds=T, every=T)
+    mask = methods.bernoulli_masks(seeds, p, T, task.n)
     w = torch.zeros(len(meths), 2, task.dim)
     table = torch.zeros(len(meths), 2, task.n, task.dim)
     for t in range(T):
@@ -160,13 +161,13 @@ def test_simulate_softmax_matches_a_plain_loop():
 
 
 def test_global_gradient_is_mean_of_client_gradients():
-    task = mifa.symmetric_quadratic(16, dim=4, seed=0, lam=0.5, center_scale=2.0)
+    task = tasks.symmetric_quadratic(16, dim=4, seed=0, lam=0.5, center_scale=2.0)
     w = torch.randn(3, 4, dtype=DT)
     assert torch.allclose(task.grad(w), task.client_grads(w).mean(-2))
 
 
 def test_heterogeneous_quadratic_keeps_the_global_objective():
-    het, sym = mifa.heterogeneous_quadratic(16, 8, 0, h=0.8), mifa.symmetric_quadratic(16, 8, 0)
+    het, sym = tasks.heterogeneous_quadratic(16, 8, 0, h=0.8), tasks.symmetric_quadratic(16, 8, 0)
     A, H = het.problem.A, sym.problem.A[0]
     assert torch.allclose(A.mean(0), H, atol=1e-14)                       # same global Hessian
     assert not torch.allclose(A, A[:1].expand_as(A))                      # but different client Hessians
@@ -178,11 +179,11 @@ def test_heterogeneous_quadratic_keeps_the_global_objective():
     assert torch.allclose((g * g).sum(-1), torch.ones(16, dtype=DT))     # sigma_G^2 = 1 at the optimum
     assert het.L == pytest.approx(1.8)
     with pytest.raises(ValueError, match="h"):
-        mifa.heterogeneous_quadratic(16, 8, 0, h=1.0)
+        tasks.heterogeneous_quadratic(16, 8, 0, h=1.0)
 
 
 def test_flat_quadratic_is_not_strongly_convex_and_gd_gap_falls_like_one_over_T():
-    task = mifa.flat_quadratic(8, 32, 0, zeros=2, lam_min=1e-5)
+    task = tasks.flat_quadratic(8, 32, 0, zeros=2, lam_min=1e-5)
     P = task.problem
     assert P.mu == 0.0 and torch.isfinite(P.w_star).all()
     assert torch.all(P.A[:, :2] == 0)
@@ -205,10 +206,10 @@ def test_tuned_momentum_checks_pick_the_best_beta_and_pair_seeds():
             rows.append(("umifam_saga", b, s, base / 2 + s))
         rows.append(("umifam", 0.5, s, np.inf))
     tab = pd.DataFrame(rows, columns=["method", "beta", "seed", "value"])
-    best = mifa.best_betas(tab[tab["beta"] > 0])
+    best = common.best_betas(tab[tab["beta"] > 0])
     assert list(best.index) == ["mifam", "umifam_saga"]                      # umifam: never finite
     assert best.loc["mifam", "beta"] == 0.5 and best.loc["mifam", "median"] == 51.5
-    out = mifa.tuned_momentum_checks(tab, "t", "rounds")
+    out = items.tuned_momentum_checks(tab, "t", "rounds")
     q, b = out["Question: can we speed things up with momentum?"], out["Claim: U-MIFAm works better in practice"]
     assert [c.verdict for c in q] == ["confirmed", "confirmed"] and len(b) == 1
     assert b[0].verdict == "confirmed"
@@ -220,7 +221,7 @@ def test_epsilon_checks_rules():
     expo = pd.DataFrame([("gap", "fedgd", 1.0, 1.1), ("gap", "fedpgd", 2.0, 1.5),
                          ("grad_norm2", "fedgd", 1.0, 0.5), ("grad_norm2", "fedpgd", 2.0, 2.3)],
                         columns=["criterion", "method", "table exponent", "measured exponent"])
-    out = mifa.epsilon_checks(expo)
+    out = items.epsilon_checks(expo)
     assert [c.verdict for c in out["Convex table: epsilon-dependence of the complexities"]] == ["agrees", "differs"]
     assert [c.verdict for c in out["Non-convex table: epsilon-dependence of the complexities"]] == ["agrees", "differs"]
 
@@ -235,43 +236,43 @@ def test_finding_words_follow_the_checks():
         claims.compare("Fig. 2, p=0.1: MIFAm at its best beta 0.7", [2, 3, 4], [1, 2, 3]),
         claims.compare("Fig. 1, p=0.01: MIFAm at its best beta 0.3", [1, 2, 3], [2, 3, 4]),
         claims.compare("Fig. 3, p=0.5, beta=0.5: MIFAm at its best beta 0.8", [1, 2, 3], [1.1, 1.9, 3.0])]}
-    hold = mifa.outcomes(checks, item, "MIFAm: momentum")
+    hold = common.outcomes(checks, item, "MIFAm: momentum")
     assert hold == {0.01: "differs", 0.1: "agrees"}                 # the U-MIFAm check is not matched
-    paired = mifa.outcomes(checks, item, "MIFAm at its best")
+    paired = common.outcomes(checks, item, "MIFAm at its best")
     assert paired == {0.1: "confirmed", 0.01: "contradicted", 0.5: "not testable at this scale"}
-    assert mifa.where(paired, hold) == [0.1] and mifa.where(paired, ok=("contradicted",)) == [0.01]
-    assert mifa.p_words([0.1], [0.01, 0.1, 0.5]) == "p = 0.1"
-    assert mifa.p_words([0.5, 0.01], [0.01, 0.1, 0.5]) == "p = 0.01 and 0.5"
-    assert mifa.p_words([0.01, 0.1, 0.5], [0.01, 0.1, 0.5]) == "every p" and mifa.p_words([], [0.1]) == "no p"
-    assert mifa.item_word(checks, item, "all", "none", "some") == "some"
-    assert mifa.item_word({item: checks[item][1:2]}, item, "all", "none") == "all"
-    assert mifa.check_word({"x": [claims.compare("a b", [1, 2], [1.1, 1.9])]}, "x", "a", "y", "n", "u") == "u"
-    assert mifa.and_list(["a", "b", "c"]) == "a, b and c" and mifa.and_list([]) == ""
+    assert common.where(paired, hold) == [0.1] and common.where(paired, ok=("contradicted",)) == [0.01]
+    assert common.p_words([0.1], [0.01, 0.1, 0.5]) == "p = 0.1"
+    assert common.p_words([0.5, 0.01], [0.01, 0.1, 0.5]) == "p = 0.01 and 0.5"
+    assert common.p_words([0.01, 0.1, 0.5], [0.01, 0.1, 0.5]) == "every p" and common.p_words([], [0.1]) == "no p"
+    assert common.item_word(checks, item, "all", "none", "some") == "some"
+    assert common.item_word({item: checks[item][1:2]}, item, "all", "none") == "all"
+    assert common.check_word({"x": [claims.compare("a b", [1, 2], [1.1, 1.9])]}, "x", "a", "y", "n", "u") == "u"
+    assert common.and_list(["a", "b", "c"]) == "a, b and c" and common.and_list([]) == ""
     with pytest.raises(ValueError, match="starts with"):
-        mifa.outcomes(checks, item, "FedAvg")
-    assert mifa.outcomes(checks, item, "FedAvg", required=False) == {} == mifa.outcomes(checks, "Fig. 9", "a", False)
+        common.outcomes(checks, item, "FedAvg")
+    assert common.outcomes(checks, item, "FedAvg", required=False) == {} == common.outcomes(checks, "Fig. 9", "a", False)
     with pytest.raises(ValueError, match="no checks under item"):
-        mifa.item_word(checks, "Fig. 9", "a", "b")
+        common.item_word(checks, "Fig. 9", "a", "b")
 
 
 def test_diverged_runs_and_claim_word():
     import pandas as pd
     df = pd.DataFrame([("umifa", 0, 1, 1.0), ("umifa", 0, 2, np.inf), ("umifa", 1, 1, 1.0), ("mifa", 0, 1, np.nan),
                        ("umifa", 1, 1, np.inf)], columns=["method", "seed", "round", "value"]).assign(metric="gap")
-    assert mifa.diverged_runs(df, ["umifa"]) == (2, 2) and mifa.diverged_runs(df, ["mifa", "umifa"]) == (3, 3)
-    assert mifa.diverged_runs(df[df["value"] < 2], ["umifa"]) == (0, 2)
+    assert common.diverged_runs(df, ["umifa"]) == (2, 2) and common.diverged_runs(df, ["mifa", "umifa"]) == (3, 3)
+    assert common.diverged_runs(df[df["value"] < 2], ["umifa"]) == (0, 2)
     every = [0.01, 0.1, 0.5]
-    assert mifa.umifam_claim_word([], [0.01, 0.1], every) == "holds only in the SAGA-memory reading, and only at p = 0.01 and 0.1"
-    assert mifa.umifam_claim_word([], every, every) == "holds only in the SAGA-memory reading"
-    assert mifa.umifam_claim_word([], [], every) == "holds in neither reading"
-    assert mifa.umifam_claim_word([0.5], [], every) == "holds for U-MIFAm as written at p = 0.5"
+    assert common.umifam_claim_word([], [0.01, 0.1], every) == "holds only in the SAGA-memory reading, and only at p = 0.01 and 0.1"
+    assert common.umifam_claim_word([], every, every) == "holds only in the SAGA-memory reading"
+    assert common.umifam_claim_word([], [], every) == "holds in neither reading"
+    assert common.umifam_claim_word([0.5], [], every) == "holds for U-MIFAm as written at p = 0.5"
 
 
 def test_momentum_answer():
     every = [0.01, 0.1, 0.5]
-    assert mifa.momentum_answer([0.1, 0.5], every) == "Yes where enough clients participate"
-    assert mifa.momentum_answer([0.01, 0.1], every) == "Yes at p = 0.01 and 0.1"
-    assert mifa.momentum_answer(every, every) == "Yes, at every p" and mifa.momentum_answer([], every) == "No"
+    assert common.momentum_answer([0.1, 0.5], every) == "Yes where enough clients participate"
+    assert common.momentum_answer([0.01, 0.1], every) == "Yes at p = 0.01 and 0.1"
+    assert common.momentum_answer(every, every) == "Yes, at every p" and common.momentum_answer([], every) == "No"
 
 
 def _zerosarah_reference(A, B, lam_task, x0, eta, idx, lam, lam0):
@@ -298,11 +299,11 @@ def _zerosarah_reference(A, B, lam_task, x0, eta, idx, lam, lam0):
 
 @pytest.mark.parametrize("lam_task", [0.0, 1.0])
 def test_zerosarah_matches_a_plain_loop(lam_task):
-    task = mifa.heterogeneous_quadratic(6, 3, 0, mu=0.2, L=1.0, sigma_G2=1.0, h=0.5, lam=lam_task)
+    task = tasks.heterogeneous_quadratic(6, 3, 0, mu=0.2, L=1.0, sigma_G2=1.0, h=0.5, lam=lam_task)
     A, B = task.problem.A.numpy(), task.problem.b.numpy()
     seeds, etas, T, b = [0, 1, 2, 0], np.array([0.3, 0.1, 0.5, 0.05]), 25, 2
-    mask = mifa.uniform_k_masks(seeds, b, T, 6)
-    res = mifa.zerosarah(task, eta=etas, mask=mask, lam=0.3, lam0=0.8, every=1)
+    mask = methods.uniform_k_masks(seeds, b, T, 6)
+    res = zerosarah.run(task, eta=etas, mask=mask, lam=0.3, lam0=0.8, every=1)
     for r in range(len(seeds)):
         idx = [np.flatnonzero(mask[r, t].numpy()) for t in range(T)]
         xs, _ = _zerosarah_reference(A, B, lam_task, np.zeros(3), etas[r], idx, 0.3, 0.8)
@@ -314,7 +315,7 @@ def test_zerosarah_matches_a_plain_loop(lam_task):
 @pytest.mark.parametrize("lam", [1.0, 0.25])
 def test_zerosarah_with_all_clients_is_gradient_descent(lam):
     # b = n: the estimate is the full gradient, v_t = grad f(x_t) for every t (lam0 = 1, any lam)
-    task = mifa.heterogeneous_quadratic(4, 3, 1, mu=0.2, L=1.0, sigma_G2=1.0, h=0.5, lam=1.0)
+    task = tasks.heterogeneous_quadratic(4, 3, 1, mu=0.2, L=1.0, sigma_G2=1.0, h=0.5, lam=1.0)
     A, B = task.problem.A.numpy(), task.problem.b.numpy()
     T, eta = 30, 0.2
     idx = [np.arange(4)] * T
@@ -325,38 +326,38 @@ def test_zerosarah_with_all_clients_is_gradient_descent(lam):
     for _ in range(T):
         w = w - eta * task.grad(w)
     mask = torch.ones(2, T, 4, dtype=torch.bool)
-    res = mifa.zerosarah(task, eta=eta, mask=mask, lam=lam, w0=torch.ones(3, dtype=DT), every=T)
+    res = zerosarah.run(task, eta=eta, mask=mask, lam=lam, w0=torch.ones(3, dtype=DT), every=T)
     gd = task.grad(w).pow(2).sum().item()
     np.testing.assert_allclose(res.values["zerosarah"]["grad_norm2"][-1], [gd, gd], rtol=1e-10)
 
 
 def test_zerosarah_rejects_bad_inputs():
-    task = mifa.symmetric_quadratic(4, dim=2, seed=0)
-    mask = mifa.uniform_k_masks([0], 2, 5, 4)
+    task = tasks.symmetric_quadratic(4, dim=2, seed=0)
+    mask = methods.uniform_k_masks([0], 2, 5, 4)
     with pytest.raises(ValueError, match=r"b in \[1, 4\].*0 to 0"):
-        mifa.zerosarah(task, eta=0.1, mask=torch.zeros(1, 5, 4, dtype=torch.bool))
+        zerosarah.run(task, eta=0.1, mask=torch.zeros(1, 5, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"same b clients.*1 to 2"):
         bad = mask.clone()
         bad[0, 3] = torch.tensor([True, False, False, False])
-        mifa.zerosarah(task, eta=0.1, mask=bad)
+        zerosarah.run(task, eta=0.1, mask=bad)
     for lam in (0.0, 1.5, -0.1):
         with pytest.raises(ValueError, match=rf"lam .*\(0, 1\], got {lam}"):
-            mifa.zerosarah(task, eta=0.1, mask=mask, lam=lam)
+            zerosarah.run(task, eta=0.1, mask=mask, lam=lam)
     with pytest.raises(ValueError, match=r"lam0 .*\(0, 1\]"):
-        mifa.zerosarah(task, eta=0.1, mask=mask, lam0=0.0)
+        zerosarah.run(task, eta=0.1, mask=mask, lam0=0.0)
     for eta in (0.0, -1.0):
         with pytest.raises(ValueError, match="eta"):
-            mifa.zerosarah(task, eta=eta, mask=mask)
+            zerosarah.run(task, eta=eta, mask=mask)
     with pytest.raises(ValueError, match=r"b \(clients per round\) must lie in \[1, 4\], got 5"):
-        mifa.rounds_to_epsilon(task, "zerosarah", eta_L=[0.1], seeds=[0], max_rounds=5, metric="gap", eps_rel=0.1, b=5)
+        experiments.rounds_to_epsilon(task, "zerosarah", eta_L=[0.1], seeds=[0], max_rounds=5, metric="gap", eps_rel=0.1, b=5)
 
 
 def test_zerosarah_fits_the_step_and_complexity_tables():
-    task = mifa.symmetric_quadratic(8, dim=3, seed=0)
-    st = mifa.step_size_sweep(task, ["mifa", "zerosarah"], eta_L=[0.5, 64.0], seeds=[0, 1], rounds=400)
+    task = tasks.symmetric_quadratic(8, dim=3, seed=0)
+    st = experiments.step_size_sweep(task, ["mifa", "zerosarah"], eta_L=[0.5, 64.0], seeds=[0, 1], rounds=400)
     s = st[st["metric"] == "stable"].set_index(["method", "eta_L", "seed"])["value"]
     assert s.loc[("zerosarah", 0.5)].eq(1).all() and s.loc[("zerosarah", 64.0)].eq(0).all()
-    cx = mifa.rounds_to_epsilon(task, "zerosarah", eta_L=[0.5], seeds=[0, 1], max_rounds=2000, metric="gap",
+    cx = experiments.rounds_to_epsilon(task, "zerosarah", eta_L=[0.5], seeds=[0, 1], max_rounds=2000, metric="gap",
                                 eps_rel=1e-3, b=2)
     p = cx.pivot_table(index="seed", columns="metric", values="value")
     assert (p["hit_round"] > 0).all() and np.all(p["client_updates"] == 2 + 4 * (p["hit_round"] - 1))

@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 import torch
 
-from flkit.papers import mifa
+from flkit import tasks
 from flkit.papers.availability import cafed as C
 from flkit.papers.availability import markov as M
 from flkit.papers.availability import sampling as S
 from flkit.papers.availability import weights as W
+from flkit.papers.mifa import common, experiments, logistic, methods, quadratic, theory
 
 
 # ------------------------------------------------------------------ gradient descent in closed form
@@ -44,12 +45,12 @@ def _between(gaps, k):
 
 
 def test_hit_round_is_the_first_round_meeting_the_target():
-    task = mifa.quadratic_task(n=4, dim=3, seed=1)
+    task = tasks.quadratic_task(n=4, dim=3, seed=1)
     eta, k = 0.3, 17
     gaps = _gd_gaps(task, eta, 40)
     assert np.all(np.diff(gaps) < 0)
     eps = _between(gaps, k)
-    res = mifa.simulate(task, ["fedgd", "mifa", "fedavg_is"], seeds=[0, 1], eta=eta, p=1.0, rounds=40, every=40,
+    res = methods.simulate(task, ["fedgd", "mifa", "fedavg_is"], seeds=[0, 1], eta=eta, p=1.0, rounds=40, every=40,
                         target=("gap", eps))
     for m in ("fedgd", "mifa", "fedavg_is"):             # p = 1: every method is gradient descent
         np.testing.assert_array_equal(res.hit[m], [k, k])
@@ -57,21 +58,21 @@ def test_hit_round_is_the_first_round_meeting_the_target():
     out = res.outcomes(pd.DataFrame({"seed": [0, 1]}))
     assert out[out["metric"] == "hit_round"]["value"].tolist() == [float(k)] * 6
     # a target met by w_0 itself is hit at round 0; one never met gives -1
-    res0 = mifa.simulate(task, ["fedgd"], seeds=[0], eta=eta, p=1.0, rounds=5, target=("gap", gaps[0]))
+    res0 = methods.simulate(task, ["fedgd"], seeds=[0], eta=eta, p=1.0, rounds=5, target=("gap", gaps[0]))
     assert res0.hit["fedgd"].tolist() == [0]
-    never = mifa.simulate(task, ["fedgd"], seeds=[0], eta=eta, p=1.0, rounds=5, target=("gap", gaps[6]))
+    never = methods.simulate(task, ["fedgd"], seeds=[0], eta=eta, p=1.0, rounds=5, target=("gap", gaps[6]))
     assert never.hit["fedgd"].tolist() == [-1] and never.evals["fedgd"].tolist() == [4 * 5]
 
 
 def test_rounds_to_epsilon_matches_closed_form_gd():
-    task = mifa.quadratic_task(n=4, dim=3, seed=1)
+    task = tasks.quadratic_task(n=4, dim=3, seed=1)
     eta_L, k = 0.6, 23
     eta = eta_L / task.L
     gaps = _gd_gaps(task, eta, 60)
     eps_rel = _between(gaps, k) / gaps[0]
     # the relative target differs from the same number read as an absolute one
     assert int(np.argmax(gaps <= eps_rel)) != k
-    out = mifa.rounds_to_epsilon(task, "fedgd", eta_L=[eta_L], seeds=[0, 1], max_rounds=60, metric="gap",
+    out = experiments.rounds_to_epsilon(task, "fedgd", eta_L=[eta_L], seeds=[0, 1], max_rounds=60, metric="gap",
                                  eps_rel=eps_rel)
     hit = out[out["metric"] == "hit_round"]
     assert hit["value"].tolist() == [k, k] and hit["seed"].tolist() == [0, 1]
@@ -83,26 +84,26 @@ def test_first_median_hit_by_hand():
     hit = torch.tensor([[5, 9, -1], [3, 4, 7]])
     one = [torch.tensor([0, 1, 2])]
     # method 0: median (2nd of 3) hit at 9; method 1: at 4; the loop needs every method: max = 9
-    assert mifa._first_median_hit(hit, one) == 9.0
+    assert methods.first_median_hit(hit, one) == 9.0
     two = [torch.tensor([0]), torch.tensor([1, 2])]
     # groups {0}, {1, 2}: method 0 -> min(5, 9) = 5 (group {1,2}: median = 1st of 2 hit = 9); method 1 -> 3
-    assert mifa._first_median_hit(hit, two) == 5.0
-    assert mifa._first_median_hit(torch.tensor([[-1, -1, 4]]), one) == math.inf      # median never hit
+    assert methods.first_median_hit(hit, two) == 5.0
+    assert methods.first_median_hit(torch.tensor([[-1, -1, 4]]), one) == math.inf      # median never hit
 
 
 def test_stop_factor_ends_the_loop_at_factor_times_the_first_median_hit():
-    task = mifa.quadratic_task(n=4, dim=3, seed=1)
+    task = tasks.quadratic_task(n=4, dim=3, seed=1)
     fast, slow = 0.3, 0.05
     g_fast, g_slow = _gd_gaps(task, fast, 200), _gd_gaps(task, slow, 200)
     k = 11
     eps = _between(g_fast, k)
     k_slow = int(np.argmax(g_slow <= eps))
     assert k_slow > 3 * k
-    res = mifa.simulate(task, ["fedgd"], seeds=[0, 0], eta=[fast, slow], p=1.0, rounds=200, every=200,
+    res = methods.simulate(task, ["fedgd"], seeds=[0, 0], eta=[fast, slow], p=1.0, rounds=200, every=200,
                         target=("gap", eps), stop_factor=3.0)
     assert res.rounds[-1] == 3 * k
     assert res.hit["fedgd"].tolist() == [k, -1]
-    full = mifa.simulate(task, ["fedgd"], seeds=[0, 0], eta=[fast, slow], p=1.0, rounds=200, every=200,
+    full = methods.simulate(task, ["fedgd"], seeds=[0, 0], eta=[fast, slow], p=1.0, rounds=200, every=200,
                          target=("gap", eps))
     assert full.hit["fedgd"].tolist() == [k, k_slow]
 
@@ -121,7 +122,7 @@ def test_summary_by_hand():
     df = _table({("a", 0): [1.0, 0.5, 0.1, 0.05], ("a", 1): [1.0, 0.1, 0.08, 0.02], ("a", 2): [1.0, 0.9, 0.7, 0.2],
                  ("b", 0): [1.0, 0.3, np.inf, np.inf], ("b", 1): [1.0, np.nan, 0.3, 0.3],
                  ("b", 2): [1.0, 0.6, 0.2, 0.1]})
-    tab = mifa.summary(df, "gap", threshold=0.1)
+    tab = common.summary(df, "gap", threshold=0.1)
     assert list(tab.index) == ["a", "b"]
     assert tab.loc["a", "final (median)"] == 0.05 and tab.loc["b", "final (median)"] == 0.3   # of 0.1, 0.3, inf
     assert tab.loc["a", "diverged runs"] == "0/3" and tab.loc["b", "diverged runs"] == "2/3"   # inf and NaN count
@@ -129,35 +130,35 @@ def test_summary_by_hand():
     assert tab.loc["a", "rounds to 0.1 (median)"] == 20.0
     assert tab.loc["b", "rounds to 0.1 (median)"] == math.inf
     assert tab.loc["a", "label"] == "a"
-    assert "rounds to 0.1 (median)" not in mifa.summary(df, "gap").columns
+    assert "rounds to 0.1 (median)" not in common.summary(df, "gap").columns
 
 
 def test_fit_slope_by_hand():
     x = np.array([1.0, 2.0, 4.0, 8.0, 0.0, -1.0, 3.0])
     y = np.array([3.0, 12.0, 48.0, 192.0, 5.0, 5.0, np.nan])     # y = 3 x^2 on the usable points
-    s, c = mifa.fit_slope(x, y)
+    s, c = common.fit_slope(x, y)
     assert s == pytest.approx(2.0, abs=1e-12) and c == pytest.approx(math.log(3.0), abs=1e-12)
-    s, c = mifa.fit_slope([1.0, 10.0], [5.0, 0.5])
+    s, c = common.fit_slope([1.0, 10.0], [5.0, 0.5])
     assert s == pytest.approx(-1.0, abs=1e-12) and c == pytest.approx(math.log(5.0), abs=1e-12)
-    assert all(math.isnan(v) for v in mifa.fit_slope([1.0, 2.0], [1.0, -1.0]))
+    assert all(math.isnan(v) for v in common.fit_slope([1.0, 2.0], [1.0, -1.0]))
 
 
 def test_umifa_growth_rate_matches_the_simulated_table():
     # (1/t) log|e_t| for the literal rule: |1 - 1/p| per participation, p participations per round
     for p in (0.1, 0.3, 0.7):
-        assert mifa.umifa_growth_rate(p) == pytest.approx(p * math.log(abs(1 / p - 1)), rel=1e-15)
-    g = mifa.table_error_growth([0.25], rounds=40, runs=3, n=4)
+        assert experiments.umifa_growth_rate(p) == pytest.approx(p * math.log(abs(1 / p - 1)), rel=1e-15)
+    g = experiments.table_error_growth([0.25], rounds=40, runs=3, n=4)
     pred = g[g["metric"] == "predicted_log10"].set_index("round")["value"]
     assert pred[40] == pytest.approx(40 * 0.25 * math.log10(3.0), rel=1e-12)
 
 
 # ------------------------------------------------------------------ error floor: the averages' windows
 def test_error_floor_averages_by_hand():
-    task = mifa.symmetric_quadratic(4, dim=3, seed=0)
+    task = tasks.symmetric_quadratic(4, dim=3, seed=0)
     T, eta = 12, 0.5
     g = _grad_norms(task, eta, T)
     gaps = _gd_gaps(task, eta, T)
-    df = mifa.error_floor(task, ["fedavg_is"], etas=[eta], ps=[1.0], seeds=[0], rounds=T)
+    df = experiments.error_floor(task, ["fedavg_is"], etas=[eta], ps=[1.0], seeds=[0], rounds=T)
     got = df.set_index("metric")["value"]
     want = {"avg_all": g[:T].mean(), "avg_tail": g[6:12].mean(), "avg_from1": g[1:12].mean(),
             "avg_q2": g[3:6].mean(), "avg_q4": g[9:12].mean(), "gap0": gaps[0], "gap1": gaps[1], "tau_max": 0.0}
@@ -168,7 +169,7 @@ def test_error_floor_averages_by_hand():
 def test_longest_absence_by_hand():
     # client 0 absent at most 2 rounds in a row, client 1 the last 3 rounds; run 2: every client every round
     mask = np.array([[[1, 0], [0, 0], [0, 1], [1, 0], [0, 0], [1, 0]], [[1, 1]] * 6], dtype=bool)
-    assert mifa._longest_absence(mask).tolist() == [3.0, 0.0]
+    assert experiments.longest_absence(mask).tolist() == [3.0, 0.0]
 
 
 # ------------------------------------------------------------------ f* of the softmax regression
@@ -177,7 +178,7 @@ def _tiny_softmax(wd=0.05):
     n, m, D, Cc = 2, 9, 4, 3
     x = torch.cat([torch.rand(n, m, D, generator=g), torch.ones(n, m, 1)], -1)
     y = torch.randint(0, Cc, (n, m), generator=g)
-    return mifa.SoftmaxTask(x=x, y=y, x_test=x[0], y_test=y[0], num_classes=Cc, weight_decay=wd)
+    return tasks.SoftmaxTask(x=x, y=y, x_test=x[0], y_test=y[0], num_classes=Cc, weight_decay=wd)
 
 
 def _reference_optimum(task):
@@ -315,65 +316,70 @@ def test_share_check_predicted_shares_by_hand():
 
 
 # ------------------------------------------------------------------ settings: one clear error before any work
-def test_mifa_profile_checks_its_settings():
-    assert mifa.profile("quadratic", "smoke") == mifa.PROFILES["quadratic"]["smoke"]
-    cfg = mifa.profile("quadratic", "smoke", seeds=[3, 4], eta=None)
+@pytest.mark.parametrize("page", [quadratic, logistic, theory])
+def test_mifa_profiles_check_their_settings(page):
+    for name in page.PROFILES:
+        assert page.profile(name) == page.PROFILES[name]
+    with pytest.raises(ValueError, match=r"unknown profile 'huge'.*\['paper', 'smoke'\]"):
+        page.profile("huge")
+
+
+def test_mifa_profile_overrides_are_checked():
+    cfg = quadratic.profile("smoke", seeds=[3, 4], eta=None)
     assert cfg["seeds"] == [3, 4] and cfg["eta"] == 0.02
-    for page in mifa.PROFILES:
-        for name in mifa.PROFILES[page]:
-            mifa.profile(page, name)
-    bad = [(("chapter", "smoke"), {}, "unknown page 'chapter'"),
-           (("quadratic", "huge"), {}, "unknown profile 'huge'"),
-           (("quadratic", "smoke"), dict(seed=[0]), r"unknown setting\(s\) \['seed'\]"),
-           (("quadratic", "smoke"), dict(seeds=[]), "seeds is empty"),
-           (("quadratic", "smoke"), dict(seeds=[0, 0]), "repeated seeds"),
-           (("quadratic", "smoke"), dict(rounds={0.01: 600, 0.1: -5, 0.5: 10}),
-            r"rounds\[0.1\] must be an int >= 1, got -5"),
-           (("quadratic", "smoke"), dict(rounds={0.01: 600}), r"rounds has no entry for p = \[0.1, 0.5\]"),
-           (("quadratic", "smoke"), dict(p_values=[0.1, 1.5]), r"p_values must lie in \(0, 1\], got 1.5"),
-           (("quadratic", "smoke"), dict(p_values=[0.0]), r"p_values must lie in \(0, 1\], got 0.0"),
-           (("quadratic", "smoke"), dict(eta=-0.1), "eta must lie in"),
-           (("quadratic", "smoke"), dict(betas=[0.5, 1.0]), r"betas must lie in \[0, 1\)"),
-           (("logistic", "smoke"), dict(subset=0), "subset must be an int >= 1"),
-           (("theory", "smoke"), dict(floor=dict(etas=[0.01], ps=[0.5, 2.0], rounds=100)), r"floor.ps must lie in"),
-           (("theory", "smoke"), dict(growth=dict(ps=[0.5], rounds=0, runs=2)), "growth.rounds must be an int >= 1")]
-    for args, over, match in bad:
+    cfg = quadratic.profile("smoke", eta=1, p_values=[1], rounds={1: 5})      # numbers as the page uses them
+    assert type(cfg["eta"]) is float and cfg["p_values"] == [1.0] and type(cfg["p_values"][0]) is float
+    assert cfg["rounds"] == {1.0: 5} and all(type(k) is float for k in cfg["rounds"])
+    bad = [(quadratic, dict(seed=[0]), r"unknown setting\(s\) \['seed'\]"),
+           (quadratic, dict(seeds=[]), "seeds is empty"),
+           (quadratic, dict(seeds=[0, 0]), "repeated seeds"),
+           (quadratic, dict(rounds={0.01: 600, 0.1: -5, 0.5: 10}), r"rounds\[0.1\] must be an int >= 1, got -5"),
+           (quadratic, dict(rounds={0.01: 600}), r"rounds has no entry for p = \[0.1, 0.5\]"),
+           (quadratic, dict(p_values=[0.1, 1.5]), r"p_values must lie in \(0, 1\], got 1.5"),
+           (quadratic, dict(p_values=[0.0]), r"p_values must lie in \(0, 1\], got 0.0"),
+           (quadratic, dict(eta=-0.1), "eta must lie in"),
+           (quadratic, dict(betas=[0.5, 1.0]), r"betas must lie in \[0, 1\)"),
+           (logistic, dict(subset=0), "subset must be an int >= 1"),
+           (logistic, dict(beta=1.0), r"beta must lie in \[0, 1\)"),
+           (theory, dict(floor=dict(etas=[0.01], ps=[0.5, 2.0], rounds=100)), r"floor.ps must lie in"),
+           (theory, dict(growth=dict(ps=[0.5], rounds=0, runs=2)), "growth.rounds must be an int >= 1")]
+    for page, over, match in bad:
         with pytest.raises(ValueError, match=match):
-            mifa.profile(*args, **over)
+            page.profile("smoke", **over)
 
 
 def _quad():
-    return mifa.quadratic_task(n=4, dim=3, seed=0)
+    return tasks.quadratic_task(n=4, dim=3, seed=0)
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda t: mifa.simulate(t, ["mifa"], seeds=[0], eta=0.1, p=0.5, rounds=-5), "rounds must be an int >= 1, got -5"),
-    (lambda t: mifa.simulate(t, ["mifa"], seeds=[], eta=0.1, p=0.5, rounds=5), r"seeds \(one per run\) is empty"),
-    (lambda t: mifa.simulate(t, ["mifa"], seeds=[0], eta=0.1, p=1.5, rounds=5), r"p must lie in \(0, 1\], got 1.5"),
-    (lambda t: mifa.simulate(t, ["fedgd"], seeds=[0], eta=0.1, p=0.0, rounds=5), r"p must lie in \(0, 1\], got 0.0"),
-    (lambda t: mifa.simulate(t, ["mifa"], seeds=[0], eta=0.0, p=0.5, rounds=5), "eta"),
-    (lambda t: mifa.simulate(t, ["mifam"], seeds=[0], eta=0.1, p=0.5, beta=1.0, rounds=5), "beta"),
-    (lambda t: mifa.simulate(t, [], seeds=[0], eta=0.1, p=0.5, rounds=5), "methods is empty"),
-    (lambda t: mifa.simulate(t, ["mifa2"], seeds=[0], eta=0.1, p=0.5, rounds=5), "unknown method 'mifa2'"),
-    (lambda t: mifa.error_floor(t, ["mifa"], etas=[0.1], ps=[0.5], seeds=[0], rounds=3), "rounds must be an int >= 4"),
-    (lambda t: mifa.error_floor(t, ["mifa"], etas=[0.1], ps=[0.5], seeds=[], rounds=10), "seeds is empty"),
-    (lambda t: mifa.error_floor(t, ["mifa"], etas=[0.1], ps=[1.2], seeds=[0], rounds=10), "ps must lie in"),
-    (lambda t: mifa.one_round_monte_carlo(t, p=0.5, t0=0, draws=10), "t0"),
-    (lambda t: mifa.one_round_monte_carlo(t, p=0.5, t0=2, draws=1), "draws must be an int >= 2"),
-    (lambda t: mifa.one_round_monte_carlo(t, p=-0.5, t0=2, draws=10), "p must lie in"),
-    (lambda t: mifa.table_error_growth([0.5], rounds=0, runs=2), "rounds must be an int >= 1"),
-    (lambda t: mifa.table_error_growth([0.5], rounds=3, runs=0), "runs must be an int >= 1"),
-    (lambda t: mifa.table_error_growth([], rounds=3, runs=2), "ps is empty"),
-    (lambda t: mifa.step_size_sweep(t, ["mifa"], eta_L=[1.0], seeds=[], rounds=3), "seeds is empty"),
-    (lambda t: mifa.step_size_sweep(t, ["mifa"], eta_L=[1.0], seeds=[0], rounds=3, b=5), r"b \(clients per round\)"),
-    (lambda t: mifa.rounds_to_epsilon(t, "fedgd", eta_L=[1.0], seeds=[0], max_rounds=0, metric="gap", eps_rel=0.1),
+    (lambda t: methods.simulate(t, ["mifa"], seeds=[0], eta=0.1, p=0.5, rounds=-5), "rounds must be an int >= 1, got -5"),
+    (lambda t: methods.simulate(t, ["mifa"], seeds=[], eta=0.1, p=0.5, rounds=5), r"seeds \(one per run\) is empty"),
+    (lambda t: methods.simulate(t, ["mifa"], seeds=[0], eta=0.1, p=1.5, rounds=5), r"p must lie in \(0, 1\], got 1.5"),
+    (lambda t: methods.simulate(t, ["fedgd"], seeds=[0], eta=0.1, p=0.0, rounds=5), r"p must lie in \(0, 1\], got 0.0"),
+    (lambda t: methods.simulate(t, ["mifa"], seeds=[0], eta=0.0, p=0.5, rounds=5), "eta"),
+    (lambda t: methods.simulate(t, ["mifam"], seeds=[0], eta=0.1, p=0.5, beta=1.0, rounds=5), "beta"),
+    (lambda t: methods.simulate(t, [], seeds=[0], eta=0.1, p=0.5, rounds=5), "methods is empty"),
+    (lambda t: methods.simulate(t, ["mifa2"], seeds=[0], eta=0.1, p=0.5, rounds=5), "unknown method 'mifa2'"),
+    (lambda t: experiments.error_floor(t, ["mifa"], etas=[0.1], ps=[0.5], seeds=[0], rounds=3), "rounds must be an int >= 4"),
+    (lambda t: experiments.error_floor(t, ["mifa"], etas=[0.1], ps=[0.5], seeds=[], rounds=10), "seeds is empty"),
+    (lambda t: experiments.error_floor(t, ["mifa"], etas=[0.1], ps=[1.2], seeds=[0], rounds=10), "ps must lie in"),
+    (lambda t: experiments.one_round_monte_carlo(t, p=0.5, t0=0, draws=10), "t0"),
+    (lambda t: experiments.one_round_monte_carlo(t, p=0.5, t0=2, draws=1), "draws must be an int >= 2"),
+    (lambda t: experiments.one_round_monte_carlo(t, p=-0.5, t0=2, draws=10), "p must lie in"),
+    (lambda t: experiments.table_error_growth([0.5], rounds=0, runs=2), "rounds must be an int >= 1"),
+    (lambda t: experiments.table_error_growth([0.5], rounds=3, runs=0), "runs must be an int >= 1"),
+    (lambda t: experiments.table_error_growth([], rounds=3, runs=2), "ps is empty"),
+    (lambda t: experiments.step_size_sweep(t, ["mifa"], eta_L=[1.0], seeds=[], rounds=3), "seeds is empty"),
+    (lambda t: experiments.step_size_sweep(t, ["mifa"], eta_L=[1.0], seeds=[0], rounds=3, b=5), r"b \(clients per round\)"),
+    (lambda t: experiments.rounds_to_epsilon(t, "fedgd", eta_L=[1.0], seeds=[0], max_rounds=0, metric="gap", eps_rel=0.1),
      "max_rounds must be an int >= 1"),
-    (lambda t: mifa.rounds_to_epsilon(t, "fedgd", eta_L=[1.0], seeds=[0], max_rounds=9, metric="gap", eps_rel=0.0),
+    (lambda t: experiments.rounds_to_epsilon(t, "fedgd", eta_L=[1.0], seeds=[0], max_rounds=9, metric="gap", eps_rel=0.0),
      r"eps_rel \(target relative to the initial gap\) must lie in \(0, 1\)"),
-    (lambda t: mifa.rounds_to_epsilon(t, "fedgd", eta_L=[-1.0], seeds=[0], max_rounds=9, metric="gap", eps_rel=0.1),
+    (lambda t: experiments.rounds_to_epsilon(t, "fedgd", eta_L=[-1.0], seeds=[0], max_rounds=9, metric="gap", eps_rel=0.1),
      "eta_L must lie in"),
-    (lambda t: mifa.bernoulli_masks([], 0.5, 5, 4), "seeds is empty"),
-    (lambda t: mifa.umifa_growth_rate(0.0), r"p must lie in \(0, 1\]"),
+    (lambda t: methods.bernoulli_masks([], 0.5, 5, 4), "seeds is empty"),
+    (lambda t: experiments.umifa_growth_rate(0.0), r"p must lie in \(0, 1\]"),
 ])
 def test_mifa_functions_reject_bad_settings(call, match):
     with pytest.raises(ValueError, match=match):
@@ -381,7 +387,7 @@ def test_mifa_functions_reject_bad_settings(call, match):
 
 
 def test_umifa_growth_rate_at_full_participation():
-    assert mifa.umifa_growth_rate(1.0) == -math.inf      # one participation makes the entry exact
+    assert experiments.umifa_growth_rate(1.0) == -math.inf      # one participation makes the entry exact
 
 
 @pytest.mark.parametrize("mod", [C, M, S, W])

@@ -5,6 +5,7 @@ import nbformat
 import pytest
 
 from flkit import run
+from flkit.params import declared_parameters
 
 SOURCES = run.sources()
 IDS = [str(p.relative_to(run.SOURCES)) for p in SOURCES]
@@ -17,7 +18,7 @@ def _code(nb):
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)
 def test_parameters_cell(source):
-    params = run.declared_parameters(source)
+    params = declared_parameters(source)
     assert "profile" in params and params["profile"] == "smoke", "default profile must be 'smoke'"
     assert "seed" in params or "seeds" in params
     assert params.get("device") == "auto"

@@ -224,17 +224,17 @@ def test_hics_fmnist_paper_counts_its_19_runs(tmp_path, monkeypatch):
     """19 runs (DivFL's 3 of setting (2) at 600 rounds among them): setting (2)'s three jobs of the four cheap
     methods first (hics-fmnist-s2), the 16 others apart; 1.5 x 31 GPU minutes in all (the basis's sum, x1.5:
     the CNN was not timed on a GPU), priced from the paper profile's client trainings."""
-    from flkit.papers.hics import experiments as X
+    from flkit.papers.hics import fmnist
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
     s2 = next(it for it in owed.ITEMS if it.id == "hics-fmnist-s2")
     rest = next(it for it in owed.ITEMS if it.id == "hics-fmnist-paper")
     (d1, n1, m1), (d2, n2, m2) = s2.progress(), rest.progress()
     assert (d1, n1, d2, n2) == (0, 3, 0, 16) and m1 + m2 == pytest.approx(46.5)
     assert "600" in rest.item and "3.1e8" in rest.basis and s2.value < rest.value
-    assert owed._ALL_TRAININGS == X.client_trainings(X.profile("paper"))
+    assert owed._ALL_TRAININGS == fmnist.client_trainings(fmnist.profile("paper"))
     assert f"{owed._ALL_TRAININGS:,} client trainings" in rest.basis
-    assert owed._S2_TRAININGS == sum(j["rounds"] * 5 * len(j["methods"]) for j in X.jobs(X.profile("paper"))
-                                     if X.is_setting2_main(j))
+    assert owed._S2_TRAININGS == sum(j["rounds"] * 5 * len(j["methods"]) for j in fmnist.jobs(fmnist.profile("paper"))
+                                     if fmnist.is_setting2_main(j))
 
 
 @pytest.mark.parametrize("name,runs,minutes,data", [("hics-cifar10-paper", 21, 188.0, "CIFAR-10"),

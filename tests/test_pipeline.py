@@ -4,6 +4,7 @@ import pandas as pd
 import torch
 
 from flkit import datasets, engine, models, participation, partition, results
+from flkit.batches import sample_batches
 from flkit.seeding import torch_gen
 
 
@@ -17,7 +18,7 @@ def fedavg(cfg: dict) -> pd.DataFrame:
     for r in range(cfg["rounds"]):
         active = mask[r].nonzero().flatten().tolist()
         if active:
-            batches, steps = engine.sample_batches([split.indices[i] for i in active], 16, 5, batch_gen)
+            batches, steps = sample_batches([split.indices[i] for i in active], 16, 5, batch_gen)
             local, _ = engine.local_train(net, engine.stack_copies(engine.unstack(w, 0), len(active)), X, y,
                                           batches, steps=steps, lr=0.1)
             w = {k: v.mean(0, keepdim=True) for k, v in local.items()}  # average of the participants

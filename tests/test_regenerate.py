@@ -138,25 +138,26 @@ def test_cvar_fmnist_first_rounds_regenerate():
 
 # -------------------------------------------------------------------------------------------- MIFA
 def test_mifa_theory_table_growth_first_rounds_regenerate():
-    from flkit.papers import mifa
+    from flkit.papers.mifa import experiments
     store, c = _stored("mifa", experiment="theory_table_growth")
-    new = mifa.table_error_growth(c["ps"], rounds=10, runs=c["runs"], n=c["n"], seed=c["seed"])
+    new = experiments.table_error_growth(c["ps"], rounds=10, runs=c["runs"], n=c["n"], seed=c["seed"])
     both = _overlap(store.load(c), new, ["round", "metric", "p"], 10)
     assert len(both) == len(c["ps"]) * 11 * 3
     _same_text(both)
 
 
 def test_mifa_quadratic_curves_first_rounds_regenerate():
-    """Fig. 1 of document 002 (p = 0.5): the page's `curves(config)` (notebooks/mifa/quadratic.ipynb:
-    mifa.simulate with every = max(1, rounds // 50)) for its first two recording intervals."""
-    from flkit.papers import mifa
+    """Fig. 1 of document 002 (p = 0.5): the page's curves (`flkit.papers.mifa.quadratic.curves`: `simulate` with
+    every = max(1, rounds // 50)) for its first two recording intervals."""
+    from flkit.papers.mifa.methods import simulate
+    from flkit.tasks import quadratic_task
     store, c = _stored("mifa", experiment="quadratic_curves", p=0.5)
     P = c["problem"]
-    task = mifa.quadratic_task(n=P["n"], dim=P["dim"], seed=P["seed"], mu=P["mu"], L=P["L"],
-                               heterogeneity=P["heterogeneity"])
+    task = quadratic_task(n=P["n"], dim=P["dim"], seed=P["seed"], mu=P["mu"], L=P["L"],
+                          heterogeneity=P["heterogeneity"])
     every = max(1, c["rounds"] // 50)
-    res = mifa.simulate(task, c["methods"], seeds=c["seeds"], eta=c["eta"], p=c["p"], beta=c["beta"],
-                        rounds=2 * every, every=every, target=("gap", c["target"]), stop_early=False)
+    res = simulate(task, c["methods"], seeds=c["seeds"], eta=c["eta"], p=c["p"], beta=c["beta"],
+                   rounds=2 * every, every=every, target=("gap", c["target"]), stop_early=False)
     new = res.tidy(pd.DataFrame({"seed": c["seeds"]})).query("metric == 'gap'")
     stored = store.load(c)
     both = _overlap(stored[stored["metric"] == "gap"], new, ["method", "seed", "round", "metric"], 2 * every)

@@ -20,7 +20,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from papermill.exceptions import PapermillExecutionError
 
-from flkit import run
+from flkit import params, run
 
 PARAMS = 'profile = "smoke"   # smoke | reduced | paper\nseeds = None\nrounds = None\ndevice = "auto"'
 
@@ -92,7 +92,7 @@ def test_destination_follows_the_published_parameters(tree):
         out, why = run.destination(a, profile)
         assert out == scratch / "a.ipynb"
         assert why == (f"not the book: book/ch/a.ipynb keeps its published 'paper' run; this run differs in "
-                       f"profile={run._yaml(profile)} (published: paper); --to-book replaces it")
+                       f"profile={params._yaml(profile)} (published: paper); --to-book replaces it")
     assert run.destination(a, "smoke", to_book=True)[0] == book / "a.ipynb"
     assert [run.destination(b, p)[0] for p in ("paper", "reduced", "smoke")] == \
         [book / "b.ipynb", book / "b.ipynb", scratch / "b.ipynb"]
@@ -223,22 +223,23 @@ def test_every_problem_reported_at_once(tree, no_kernel, capsys):
     ("profile", "reduced", "smoke", "profile must be one of paper, smoke"),
 ])
 def test_value_problem(name, value, default, expected):
-    why = run.value_problem(name, value, default, ["paper", "smoke"])
+    why = params.value_problem(name, value, default, ["paper", "smoke"])
     assert why == expected if expected is None else why.startswith(expected)
 
 
 def test_page_profiles_come_from_the_chapter_code():
-    assert run.page_profiles(run.SOURCES / "mifa" / "quadratic.ipynb") == ["paper", "smoke"]          # PROFILES[page]
-    assert run.page_profiles(run.SOURCES / "cvar" / "fmnist_table.ipynb") == ["paper", "reduced", "smoke"]  # experiment
-    assert run.page_profiles(run.SOURCES / "availability" / "markov.ipynb") == ["paper", "smoke"]     # module per page
-    assert run.page_profiles(run.SOURCES / "appendix" / "engine.ipynb") == ["paper", "smoke"]         # from the comment
+    profiles = params.page_profiles
+    assert profiles(run.SOURCES / "mifa" / "quadratic.ipynb") == ["paper", "smoke"]                # PROFILES[page]
+    assert profiles(run.SOURCES / "cvar" / "fmnist_table.ipynb") == ["paper", "reduced", "smoke"]  # experiment
+    assert profiles(run.SOURCES / "availability" / "markov.ipynb") == ["paper", "smoke"]           # module per page
+    assert profiles(run.SOURCES / "appendix" / "engine.ipynb") == ["paper", "smoke"]               # from the comment
 
 
 def test_needs_exactly_one_parameters_cell(tmp_path):
     nb = new_notebook(cells=[new_code_cell("profile = 'smoke'")])
     nbformat.write(nb, tmp_path / "b.ipynb")
     with pytest.raises(ValueError, match="exactly one cell tagged 'parameters', found 0"):
-        run.declared_parameters(tmp_path / "b.ipynb")
+        params.declared_parameters(tmp_path / "b.ipynb")
 
 
 def test_execute_refuses_before_running(tmp_path, no_kernel):
@@ -318,13 +319,13 @@ def test_cli_rejects_a_cvar_value_its_settings_refuse(tmp_path, no_kernel, capsy
 
 def test_every_cvar_page_is_checked_and_in_range_values_pass():
     pages = sorted(CVAR_PAGES.glob("*.ipynb"))
-    assert [p.stem for p in pages] == sorted(run.CVAR_EXPERIMENTS)
+    assert [p.stem for p in pages] == sorted(params.CVAR_EXPERIMENTS)
     for page in pages:
-        defaults = run.declared_parameters(page)
-        run.check_values(page, defaults)
-        run.check_values(page, {**defaults, "rounds": 3, "seeds": [0, 2]})
+        defaults = params.declared_parameters(page)
+        params.check_values(page, defaults)
+        params.check_values(page, {**defaults, "rounds": 3, "seeds": [0, 2]})
         with pytest.raises(ValueError, match="rounds must be an integer >= 1( or None)?, got -1"):
-            run.check_values(page, {**defaults, "rounds": -1})
+            params.check_values(page, {**defaults, "rounds": -1})
 
 
 # ------------------------------------------------------------------------ parameters that take a dict (MIFA)

@@ -27,8 +27,6 @@ NOT_YET = {
     "across",
     "availability",
     "fedau",
-    "hics",
-    "mifa",
 }
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 from flkit.papers.cvar import common as cvar_ex
 from flkit.papers.fedau import table as tb
-from flkit.papers.hics import experiments as hics_ex
+from flkit.papers.hics import fmnist as hics_ex
 from flkit.papers.verdicts import DOCUMENTS, _departures, _join, document, scale_kind
 
 __all__ = ["DERIVED", "page_scale"]

@@ -1,19 +1,19 @@
-"""Mutations of the core: local training (flkit/engine.py), the round loop's bookkeeping (flkit/fl.py), the
-engine task (flkit/tasks.py), seeding and one server rule."""
+"""Mutations of the core: local training (flkit/engine.py, its minibatches flkit/batches.py, flkit/fastsgd.py), the
+round loop's bookkeeping (flkit/fl.py), the engine task (flkit/tasks.py), seeding and one server rule."""
 MUTATIONS = [
     dict(id="core-autocast-off", file="flkit/engine.py",
          old="    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)\n",
          new="    return nullcontext() if dtype is None else torch.autocast(\"cuda\", dtype=dtype)\n",
          why="autocast asked for on the CUDA device type: on the CPU bf16 is silently not applied"),
-    dict(id="core-epoch-same-perm", file="flkit/engine.py",
+    dict(id="core-epoch-same-perm", file="flkit/batches.py",
          old="        return torch.stack([_permutations(n, width, generator, device) for _ in range(epochs)], 1)\n",
          new="        return _permutations(n, width, generator, device).unsqueeze(1).repeat(1, epochs, 1)\n",
          why="epoch_batches (one generator) reuses the first epoch's permutation for every epoch"),
-    dict(id="core-epoch-same-perm-per-run", file="flkit/engine.py",
+    dict(id="core-epoch-same-perm-per-run", file="flkit/batches.py",
          old="        keys[m, :, :nm] = torch.rand(epochs, nm, generator=g, device=device, dtype=torch.float64)\n",
          new="        keys[m, :, :nm] = torch.rand(1, nm, generator=g, device=device, dtype=torch.float64)\n",
          why="epoch_batches (per-run generators) draws one permutation and broadcasts it to every epoch"),
-    dict(id="core-fastsgd-mask-ignored", file="flkit/engine.py",
+    dict(id="core-fastsgd-mask-ignored", file="flkit/fastsgd.py",
          old="                p.copy_(torch.where(act, p - _bcast(self.lr[k], p) * d, p))\n",
          new="                p.copy_(p - _bcast(self.lr[k], p) * d)\n",
          why="FastSGD steps models past their own number of steps (the active mask is ignored)"),

@@ -36,7 +36,7 @@ import pandas as pd
 from flkit import sample
 from flkit.papers import claims, verdicts
 from flkit.papers.claims import Check
-from flkit.papers.hics import experiments as X
+from flkit.papers.hics import common as X
 from flkit.seeding import rng
 
 __all__ = ["ByCheck", "ByGlue", "Erratum", "ENTRIES", "DOC_ROUNDS", "glued", "verify", "evidence_table",

@@ -16,8 +16,8 @@ here), along the one parameter it hinges on:
 3. **MIFA with momentum (002, "Can we speed things up with momentum?"), beta.** The final optimality gap of
    MIFAm, U-MIFAm and U-MIFAm with SAGA memory at every beta of the logistic page's grid against beta = 0, the
    method without momentum, paired by seed (:func:`mifa_runs`, :func:`mifa_effects`; the grid of
-   :func:`flkit.papers.mifa.momentum_table`). The data: real MNIST, multinomial logistic regression, 100 clients
-   of two classes each (document 002 names no data set; the choice is the MIFA authors' own experiment).
+   :func:`flkit.papers.mifa.common.momentum_table`). The data: real MNIST, multinomial logistic regression, 100
+   clients of two classes each (document 002 names no data set; the choice is the MIFA authors' own experiment).
 4. **FedAU (000, main table), the server step eta.** The validation accuracy of every method over the step
    sizes of the FedAU table's stand-in tuning grid (:func:`flkit.papers.fedau.table.tune`, one tuning seed), at
    each method's selected local step gamma (:func:`fedau_curves`), and whether FedAU (K = inf) stays ahead of
@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from flkit import plots
-from flkit.papers import claims, mifa, scales, settings
+from flkit.papers import claims, scales, settings
 from flkit.papers.across import ITEM
 from flkit.papers.cvar import diagnosis
 from flkit.papers.cvar import common as ex
@@ -47,7 +47,10 @@ from flkit.papers.cvar.common import RARE_CLASSES, final_accuracies
 from flkit.papers.fedau import table as tb
 from flkit.papers.hics import diagnosis as G
 from flkit.papers.hics import entropy as E
-from flkit.papers.hics import experiments as X
+from flkit.papers.hics import fmnist as X
+from flkit.papers.mifa import logistic
+from flkit.papers.mifa.common import MOMENTUM_BASE, PALETTE, momentum_table
+from flkit.papers.mifa.methods import LABELS
 from flkit.papers.verdicts import DOCUMENT_SCALE, page_verdicts
 
 __all__ = ["PROFILES", "profile", "CLAIMS", "claim_scale", "scale_parts", "paired", "select_runs",
@@ -280,7 +283,7 @@ def _hics_labels() -> dict[str, str]:
 def hics_runs(store, seeds=None) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     """(CS's and HiCS-FL's stored runs of setting (3) on the rounds the diagnosis evaluates, the diagnosis
     variants of :data:`HICS_VARIANTS`, the rounds): the FMNIST page's published profile ("reduced"), its jobs
-    (:func:`flkit.papers.hics.experiments.jobs`, :func:`flkit.papers.hics.diagnosis.jobs`), those stored in
+    (:func:`flkit.papers.hics.fmnist.jobs`, :func:`flkit.papers.hics.diagnosis.jobs`), those stored in
     `store` (``results/hics``) and of `seeds`; empty frames when none is."""
     cfg = X.profile(CLAIMS["hics"][1]["profile"])
     main = [j for j in X.jobs(X.profile(CLAIMS["hics"][1]["profile"], settings=[G.SETTING])) if j["group"] == "main"]
@@ -360,11 +363,11 @@ def plot_hics(gaps: pd.DataFrame, title: str, axes=None):
 # 3. MIFA with momentum (002): beta
 # ================================================================================================
 def mifa_runs(store, seeds=None) -> dict[float, pd.DataFrame]:
-    """{p: the momentum grid} (``mifa.momentum_table``: one row per method, beta, seed with the final gap; beta
-    = 0 the method without momentum) from the logistic page's stored runs on MNIST at its published profile
-    (its Figures 4-6 at beta = 0.5 and its beta sweep), for the seeds `seeds` (None: every stored one). A p
-    without stored curves is left out."""
-    cfg = mifa.profile("logistic", CLAIMS["mifa"][1]["profile"])
+    """{p: the momentum grid} (``flkit.papers.mifa.common.momentum_table``: one row per method, beta, seed with the
+    final gap; beta = 0 the method without momentum) from the logistic page's stored runs on MNIST at its published
+    profile (its Figures 4-6 at beta = 0.5 and its beta sweep), for the seeds `seeds` (None: every stored one). A
+    p without stored curves is left out."""
+    cfg = logistic.profile(CLAIMS["mifa"][1]["profile"])
 
     def keep(c, exp):
         return (c.get("experiment") == exp and (c.get("data") or {}).get("dataset") == "mnist"
@@ -378,8 +381,8 @@ def mifa_runs(store, seeds=None) -> dict[float, pd.DataFrame]:
         if not cc:
             continue
         sw = [c for c in sweeps if c["p"] == p]
-        tab = mifa.momentum_table(_seeds(store.load_many(cc), seeds),
-                                  _seeds(store.load_many(sw), seeds) if sw else None, cfg["beta"])
+        tab = momentum_table(_seeds(store.load_many(cc), seeds),
+                             _seeds(store.load_many(sw), seeds) if sw else None, cfg["beta"])
         out[p] = tab
     return out
 
@@ -391,7 +394,7 @@ def mifa_effects(tables: Mapping[float, pd.DataFrame]) -> pd.DataFrame:
     cols = ["p", "method", "beta", "seeds", "diverged", "difference", "se", "two_se", "verdict", "check"]
     rows = []
     for p, tab in tables.items():
-        for m in mifa.MOMENTUM_BASE:
+        for m in MOMENTUM_BASE:
             g = tab[tab["method"] == m]
             zero = g[g["beta"] == 0].set_index("seed")["value"]
             if zero.empty:
@@ -401,8 +404,8 @@ def mifa_effects(tables: Mapping[float, pd.DataFrame]) -> pd.DataFrame:
                 with np.errstate(invalid="ignore"):
                     x, y, seeds = paired(np.log10(zero), np.log10(at))
                     bad = int((~np.isfinite(x - y)).sum())
-                    c = claims.compare(f"p = {p:g}: {mifa.LABELS[m]} at beta = {b:g} ends below beta = 0 "
-                                       f"({mifa.LABELS[mifa.MOMENTUM_BASE[m]]}) in final gap (log10, paired over "
+                    c = claims.compare(f"p = {p:g}: {LABELS[m]} at beta = {b:g} ends below beta = 0 "
+                                       f"({LABELS[MOMENTUM_BASE[m]]}) in final gap (log10, paired over "
                                        "seeds)", x, y)
                 rows.append(dict(p=p, method=m, beta=b, seeds=len(seeds), diverged=bad,
                                  difference=-c.ours if math.isfinite(c.ours) else c.ours, se=c.spread,
@@ -432,9 +435,9 @@ def plot_mifa(effects: pd.DataFrame, title: str, axes=None):
             d = g[(g["method"] == m)].sort_values("beta")
             ok = np.isfinite(d["difference"].to_numpy(float))
             ax.errorbar([0.0, *d["beta"][ok]], [0.0, *d["difference"][ok]], yerr=[0.0, *d["two_se"][ok].fillna(0)],
-                        marker="o", capsize=3, color=mifa.PALETTE[m], label=mifa.LABELS[m])
+                        marker="o", capsize=3, color=PALETTE[m], label=LABELS[m])
             for b in d["beta"][~ok]:
-                ax.plot([b], [0], marker="x", color=mifa.PALETTE[m], ms=8, ls="none")
+                ax.plot([b], [0], marker="x", color=PALETTE[m], ms=8, ls="none")
         ax.axhline(0, color="0.5", lw=0.8)
         ax.axvline(0.5, color="0.7", ls=":", lw=1)
         ax.set(xlabel=r"momentum $\beta$", title=f"p = {p:g}" if p is not None else "")
@@ -610,10 +613,10 @@ def mifa_numbers(effects: pd.DataFrame) -> dict:
     page's whole grid (p, momentum method, beta 0.5 and the sweep's), NaN where not stored or diverged; counts
     ``mf_n``, ``mf_ok``, ``mf_bad``, ``mf_nt`` of the checks; ``mf_helps`` / ``mf_hurts``: in words, per p and
     method, the betas where momentum lowers / raises the final gap beyond 2 s.e."""
-    cfg = mifa.profile("logistic", CLAIMS["mifa"][1]["profile"])
+    cfg = logistic.profile(CLAIMS["mifa"][1]["profile"])
     out = {}
     for p in cfg["p_values"]:
-        for m in mifa.MOMENTUM_BASE:
+        for m in MOMENTUM_BASE:
             for b in [cfg["beta"], *cfg["betas"]]:
                 k = f"mf_{_slug(p)}_{m}_{_slug(b)}"
                 out[k] = _get(effects, "difference", p=p, method=m, beta=b)
@@ -628,7 +631,7 @@ def mifa_numbers(effects: pd.DataFrame) -> dict:
         for (p, m), g in (e.groupby(["p", "method"], sort=True) if len(e) else []):
             bs = [f"{b:g}" for b in g.loc[g["verdict"] == verdict, "beta"]]
             if bs:
-                parts.append(f"{mifa.LABELS[m]} at p = {p:g}: beta = {', '.join(bs)}")
+                parts.append(f"{LABELS[m]} at p = {p:g}: beta = {', '.join(bs)}")
         return "; ".join(parts) or "none"
     out.update(mf_helps=words("confirmed"), mf_hurts=words("contradicted"))
     return out

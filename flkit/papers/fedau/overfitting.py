@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 
 from flkit import datasets, engine, models, partition, results
+from flkit.batches import BatchStream
 from flkit.papers import claims, settings
 from flkit.seeding import rng, torch_gen
 
@@ -169,7 +170,7 @@ def train_curves(data, cfg: dict, seeds, progress=None) -> pd.DataFrame:
     clients = [single_client(y, s, cfg["num_clients"], cfg["alpha"]) for s in seeds]
     single = [torch.as_tensor(c.indices) for c in clients]
     everyone = torch.arange(len(y))
-    streams = [engine.BatchStream([single[k], everyone], cfg["batch_size"], torch_gen(s, "batch"))
+    streams = [BatchStream([single[k], everyone], cfg["batch_size"], torch_gen(s, "batch"))
                for k, s in enumerate(seeds)]
     P = _init(net, seeds)                                   # rows: (seed 0 single, seed 0 all, seed 1 single, ...)
     s0 = seeds[0]

@@ -62,17 +62,14 @@ from torch.utils._pytree import tree_flatten
 
 from flkit import sample
 from flkit.papers import claims
+from flkit.papers.hics import items
+from flkit.papers.hics.common import DOC_NAMES, TABLE1_COSTS
 
-__all__ = ["DIMS", "DOC", "TOL", "ServerCount", "measure", "slopes", "cost_checks", "ITEMS"]
+__all__ = ["DIMS", "SMOKE_DIMS", "TOL", "ServerCount", "measure", "slopes", "cost_checks", "view", "values"]
 
 DIMS = (5_000, 20_000, 80_000)
+SMOKE_DIMS = (1_000, 4_000)       # the smoke profile's sizes (seconds)
 TOL = 0.2
-# Table 1 as printed: (extra comp., extra comm.) per method
-DOC = {"pow-d": ("O(|theta^t|)", "O(|theta^t|)"), "CS": ("O(|theta^t|)", "-"),
-       "DivFL": ("O(|theta^t|)", "O(|theta^t|)"), "HiCS-FL": ("O(C)", "-")}
-_NAMES = {"pow-d": "pow-d (ideal)", "CS": "CS", "DivFL": "DivFL (ideal)", "HiCS-FL": "HiCS-FL"}
-ITEMS = {(m, col): f"Table 1: extra {col}., {_NAMES[m]}" for m in DOC for col in ("comp", "comm")}
-
 _aten = torch.ops.aten
 # contractions: one multiply-add per output element and contracted coordinate; the operand whose last dim is contracted
 _CONTRACT = {_aten.mm: 0, _aten.bmm: 0, _aten.mv: 0, _aten.dot: 0, _aten.vdot: 0, _aten._cdist_forward: 0,
@@ -311,26 +308,53 @@ def cost_checks(sl: pd.DataFrame, dims=DIMS, scale: str | None = None) -> dict:
     scale = scale or (f"stand-in: synthetic updates of |theta| = {', '.join(f'{d:,}' for d in dims)} with N = 50, "
                       "K = 5, C = 10 for the document's models")
     out = {}
-    for m, (comp, comm) in DOC.items():
+    for m, (comp, comm) in TABLE1_COSTS.items():
         if m not in sl.index:
             continue
         r = sl.loc[m]
         # the larger of the two kinds of extra computation decides the growth
         grow = max(r.server, r.client if r.client_at_max > 0 else -math.inf)
         if comp.startswith("O(|theta"):
-            c1 = claims.bound(f"Table 1, {_NAMES[m]}: extra computation grows linearly with |theta| (slope of log "
+            c1 = claims.bound(f"Table 1, {DOC_NAMES[m]}: extra computation grows linearly with |theta| (slope of log "
                               "count on log |theta|, the larger of the server's extra operations and the client "
                               "work)", grow, 1.0, tol=TOL, side="two-sided")
         else:
-            c1 = claims.bound(f"Table 1, {_NAMES[m]}: extra computation does not grow with |theta| (slope of the "
+            c1 = claims.bound(f"Table 1, {DOC_NAMES[m]}: extra computation does not grow with |theta| (slope of the "
                               "server's extra operations; no client work asked)",
                               r.server if r.client_at_max == 0 else math.inf, 0.0, tol=TOL, side="upper")
         if comm.startswith("O(|theta"):
-            c2 = claims.bound(f"Table 1, {_NAMES[m]}: extra communication grows linearly with |theta| (slope of the "
+            c2 = claims.bound(f"Table 1, {DOC_NAMES[m]}: extra communication grows linearly with |theta| (slope of the "
                               "numbers sent per round)", r.comm, 1.0, tol=TOL, side="two-sided")
         else:
-            c2 = claims.bound(f"Table 1, {_NAMES[m]}: no extra communication (numbers sent per round beyond random "
+            c2 = claims.bound(f"Table 1, {DOC_NAMES[m]}: no extra communication (numbers sent per round beyond random "
                               "sampling's, at the largest |theta|)", r.comm_at_max, 0.0, tol=0.0, side="upper")
-        out[ITEMS[(m, "comp")]] = [dataclasses.replace(c1, scale=scale)]
-        out[ITEMS[(m, "comm")]] = [dataclasses.replace(c2, scale=scale)]
+        out[items.COSTS[(m, "comp")]] = [dataclasses.replace(c1, scale=scale)]
+        out[items.COSTS[(m, "comm")]] = [dataclasses.replace(c2, scale=scale)]
+    return out
+
+
+# ---------------------------------------------------------------------------------------- the fmnist page
+def view(sl: pd.DataFrame, dims=DIMS) -> pd.DataFrame:
+    """Table 1's cost columns as printed beside the growths measured (:func:`slopes`) and the counts at the
+    largest size, for display (random sampling, the baseline, as "(baseline)")."""
+    doc = pd.DataFrame({"extra comp. (document)": {m: v[0] for m, v in TABLE1_COSTS.items()},
+                        "extra comm. (document)": {m: v[1] for m, v in TABLE1_COSTS.items()}})
+    ours = sl[["server", "client", "comm", "server_ops_at_max", "comm_at_max", "server_time", "server_s_at_max"]].rename(
+        columns={"server": "growth: server operations", "client": "growth: client work", "comm": "growth: numbers sent",
+                 "server_ops_at_max": f"extra server operations at |theta| = {dims[-1]:,}",
+                 "comm_at_max": f"numbers sent at |theta| = {dims[-1]:,}",
+                 "server_time": "growth: server time (not checked)",
+                 "server_s_at_max": f"server s/round at |theta| = {dims[-1]:,} (not checked)"})
+    return doc.join(ours, how="right").round(3).astype(object).fillna("(baseline)").rename_axis("method")
+
+
+def values(sl: pd.DataFrame, checks: dict) -> dict:
+    """The prose's numbers: how many of the cost checks (:func:`cost_checks`) agree, of how many, those that do
+    not in words, and each method's growth of the server's operations and of its server time."""
+    cc = [c for v in checks.values() for c in v]
+    out = dict(cost_ok=sum(c.ok for c in cc), cost_n=len(cc),
+               cost_bad="; ".join(c.what.split(": ", 1)[1] + f" ({c.ours:.2f})" for c in cc if not c.ok) or "none")
+    for m in sl.index:
+        out[f"cost_server_{m}"] = float(sl.loc[m, "server"])
+        out[f"cost_time_{m}"] = float(sl.loc[m, "server_time"])
     return out

@@ -4,7 +4,7 @@ deficit against Clustered Sampling comes from, and what the sampler does round b
 Sec. 4.1 of the document (Fig. 4(a)) expects HiCS-FL to "perform similarly to [CS]" when every client is
 severely imbalanced (Sec. 3.3: with similar heterogeneity levels the distance of Eq. 9 "reduces to the
 conventional cosine similarity" and the cluster probabilities become uniform). The FMNIST page's runs
-(:mod:`flkit.papers.hics.experiments`) end with a higher training loss for HiCS-FL than for CS there. Three
+(:mod:`flkit.papers.hics.fmnist`) end with a higher training loss for HiCS-FL than for CS there. Three
 candidate causes, each with a variant of the sampler that removes it:
 
 * **the draw** (Algorithm 1, lines 8-12): clusters are drawn *with replacement* from :math:`\pi^t`, a
@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import re
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
@@ -46,12 +47,13 @@ from scipy import stats
 
 from flkit import aggregate, engine, fl, results, sample
 from flkit.papers import claims
-from flkit.papers.hics import entropy as E
-from flkit.papers.hics import experiments as X
+from flkit.papers.hics.common import HICS, make_partition, make_task, savgol, split_alphas, true_entropy
 
 __all__ = ["SETTING", "VARIANTS", "VARIANT_WORDS", "MODES", "Logged", "class_pool", "e_tracker", "jobs", "run_job",
            "sweep", "reference_runs", "late_table", "selection_table", "paired_gap", "CAUSES", "slug", "diagnosis_words",
-           "SIMILAR", "similar_to_cs_checks", "e_delta_frame", "e_delta_checks", "ITEMS", "scorecard_checks"]
+           "SIMILAR", "similar_to_cs_checks", "e_delta_frame", "e_delta_checks",
+           # the fmnist page
+           "setting3_values", "summary", "plot_selection", "plot_e_delta", "e_delta_values"]
 
 SETTING = "(3)"
 # name -> keyword arguments of flkit.sample.HiCS.for_task (JSON-able: they enter the stored job's key)
@@ -59,7 +61,7 @@ VARIANTS = {
     "paper": {},
     "distinct": {"draw": "distinct"},
     "gamma0 = 0": {"gamma0": 0.0},
-    "T/2": {"temperature": E.HICS["T"] / 2},
+    "T/2": {"temperature": HICS["T"] / 2},
     "code": {"variant": "code", "freeze_after_warmup": False},
 }
 VARIANT_WORDS = {
@@ -82,7 +84,7 @@ class Logged:
 
     def __init__(self, inner: sample.HiCS, counts: np.ndarray):
         self.inner, self.counts, self.log = inner, np.asarray(counts), []
-        self.H = E.true_entropy(self.counts / self.counts.sum(1, keepdims=True))
+        self.H = true_entropy(self.counts / self.counts.sum(1, keepdims=True))
 
     def __repr__(self) -> str:
         return f"Logged({self.inner!r})"
@@ -174,7 +176,7 @@ def jobs(cfg: dict, variants=None, seeds=None) -> list[dict]:
         raise ValueError(f"unknown variants {bad}; choose from {list(VARIANTS)}")
     keys = ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset", "lr")
     base = dict(experiment=_EXPERIMENT, **{k: cfg[k] for k in keys}, setting=SETTING,
-                alphas=X.split_alphas(SETTING), e_pool=200, every=EVERY)
+                alphas=split_alphas(SETTING), e_pool=200, every=EVERY)
     return [dict(base, variant=v, sampler=dict(VARIANTS[v]), seed=int(s))
             for v in variants for s in (cfg["seeds"] if seeds is None else seeds)]
 
@@ -186,8 +188,8 @@ def run_job(job: dict, data) -> pd.DataFrame:
     cfg = {k: job[k] for k in ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset", "lr")}
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
     labels = data.y_train[:n].cpu().numpy()
-    part = E.make_partition(labels, cfg["clients"], job["alphas"], job["seed"])
-    task = X.make_task(data, part, cfg)
+    part = make_partition(labels, cfg["clients"], job["alphas"], job["seed"])
+    task = make_task(data, part, cfg)
     inner = sample.HiCS.for_task(task, cfg["k"], cfg["rounds"], **job["sampler"])
     logged = Logged(inner, part.counts)
     alg = {job["variant"]: fl.Algorithm(aggregate.FedAvg(), sampler=logged, lr=1.0, local_lr=cfg["lr"])}
@@ -322,7 +324,7 @@ def similar_to_cs_checks(late: pd.DataFrame, var: pd.DataFrame, tolerance: float
     ``tolerance`` x CS's mean late loss of CS's (:func:`flkit.papers.claims.close`; the document gives no
     number, the tolerance is ours), and HiCS-FL's loss fluctuating no more than CS's
     (:func:`flkit.papers.claims.compare`). ``late``: :func:`late_table` of the page's runs; ``var``: the
-    page's :func:`flkit.papers.hics.experiments.variability`."""
+    page's :func:`flkit.papers.hics.fmnist.variability`."""
     L = late[late.method.isin(["CS", "HiCS-FL"])].pivot(index="seed", columns="method", values="late_loss").dropna()
     thr = tolerance * float(L["CS"].mean())
     v = var[(var.setting == SETTING) & var.method.isin(["CS", "HiCS-FL"])].pivot(
@@ -354,19 +356,108 @@ def e_delta_checks(ed: pd.DataFrame, window: int = 10) -> list:
                            "rounds)", first["delta"], last["delta"])]
 
 
-ITEMS = {"s3": "Claim (Sec. 4.1): on FMNIST setting (3) HiCS-FL performs similarly to CS with a smooth loss (Fig. 4(a))",
-         "fig4a": "Fig. 4(a)", "E": "Claim (Sec. 3.2.1): E_i decreases as training proceeds",
-         "delta": "Claim (Sec. 3.2.2): delta decreases to 0 during training"}
+
+# ---------------------------------------------------------------------------------------- the fmnist page
+_SUMMARY_NAMES = {"gap": "late loss - CS's (paired)", "se": "se", "share_of_paper_gap": "share of the paper variant's gap",
+                  "distinct_clusters": "distinct clusters per round", "distinct_classes": "distinct classes per round",
+                  "pi_max": "largest pi", "cs_rounds": "rounds in CS fallback",
+                  "class_entropy": "entropy of the class shares", "top_class_share": "largest class share",
+                  "H_hat_sd": "sd of H_hat"}
 
 
-def scorecard_checks(s3: list, ed: list) -> dict:
-    r"""{item: checks} of this module's checks: setting (3) against CS (:func:`similar_to_cs_checks`, the claim
-    of Sec. 4.1 and Fig. 4(a), which it reads) and :math:`\mathcal E_i`, :math:`\delta` (:func:`e_delta_checks`)."""
-    out = {}
-    if s3:
-        out[ITEMS["s3"]] = list(s3)
-        out[ITEMS["fig4a"]] = list(s3)
-    if ed:
-        out[ITEMS["E"]] = [ed[0]]
-        out[ITEMS["delta"]] = [ed[1]]
-    return out
+def setting3_values(late: pd.DataFrame, checks: list) -> dict:
+    """The prose's numbers of the setting-(3) comparison with CS: the mean late training loss of CS, HiCS-FL and
+    random (``late``: :func:`late_table` of the page's runs; NaN: not run) and the verdicts of
+    :func:`similar_to_cs_checks`."""
+    lr3 = late.groupby("method")["late_loss"].mean()
+    v = {f"s3_late_{m}": float(lr3.get(m, np.nan)) for m in ("CS", "HiCS-FL", "random")}
+    v.update(s3_similar=checks[0].verdict, s3_smooth=checks[1].verdict)
+    return v
+
+
+def summary(diag: pd.DataFrame, ref: pd.DataFrame, start: int) -> tuple[pd.DataFrame, dict]:
+    """The diagnosis table for display and the prose's values. ``diag``: :func:`sweep`; ``ref``:
+    :func:`reference_runs`, read on the diagnosis runs' evaluation grid (every :data:`EVERY` rounds); late
+    losses over rounds >= ``start``. Per sampler: the mean late loss, the paired gap to CS (:func:`paired_gap`)
+    and what the sampler did (:func:`selection_table`). Values: ``same_paper`` (the largest difference between the
+    "paper" variant's training loss and the stored HiCS-FL runs': the same runs), the words of
+    :func:`diagnosis_words` (``dx_closes`` ...), each variant's gap and share of the paper variant's gap, its
+    selection statistics, and ``dx_late_start``."""
+    on_grid = ref[ref["round"] % EVERY == 0]               # the rounds the diagnosis runs evaluate
+    late = pd.concat([late_table(on_grid, start), late_table(diag, start)], ignore_index=True)
+    a = diag[(diag.method == "paper") & (diag.metric == "train_loss")].set_index(["seed", "round"])["value"]
+    b = ref[(ref.method == "HiCS-FL") & (ref.metric == "train_loss")].set_index(["seed", "round"])["value"]
+    values = {"same_paper": float((a - b.reindex(a.index)).abs().max())}
+    gap = paired_gap(late, "CS")
+    sel = selection_table(diag).groupby("method", sort=False).mean(numeric_only=True).drop(columns="seed")
+    table = gap.join(sel, how="left")
+    table.insert(0, "late_loss", late.groupby("method")["late_loss"].mean())
+    table.loc["CS", "late_loss"] = late[late.method == "CS"]["late_loss"].mean()
+    table = table.rename(columns=_SUMMARY_NAMES)
+    words = diagnosis_words(gap)
+    values.update({f"dx_{k}": words[k] for k in ("closes", "keeps", "explains", "temperature")})
+    for m, r in gap.iterrows():
+        values[f"dx_gap_{slug(m)}"] = float(r.gap)
+        values[f"dx_share_{slug(m)}"] = float(r.share_of_paper_gap)
+    s_sel = selection_table(diag).groupby("method").mean(numeric_only=True)
+    for m in s_sel.index:
+        for col in ("distinct_clusters", "distinct_classes", "pi_max", "top_class_share", "class_entropy", "cs_rounds"):
+            values[f"dx_{col}_{slug(m)}"] = float(s_sel.loc[m, col])
+    values["dx_late_start"] = start
+    return table.round(3).astype(object).fillna("").rename_axis("sampler (setting (3))"), values
+
+
+def plot_selection(diag: pd.DataFrame):
+    """Per variant, mean over seeds and smoothed, after the warm-up: the largest cluster probability, the
+    distinct clusters and the distinct classes among the selected clients, round by round."""
+    fig, axes = plt.subplots(1, 3, figsize=(7.6, 2.9))
+    piv = diag.pivot_table(index=["method", "seed", "round"], columns="metric", values="value").reset_index()
+    piv = piv[piv["mode"].notna() & (piv["mode"] != MODES["warmup"])]
+    for m, d in piv.groupby("method", sort=False):
+        mean = d.groupby("round").mean(numeric_only=True)
+        for ax, col in zip(axes[:2], ("pi_max", "distinct_clusters")):
+            if col in mean and mean[col].notna().any():
+                ax.plot(mean.index, savgol(mean[col].interpolate().bfill().to_numpy()) if len(mean) >= 13 else mean[col],
+                        lw=1.4, label=m)
+        axes[2].plot(mean.index, savgol(mean["distinct_classes"].to_numpy()) if len(mean) >= 13
+                     else mean["distinct_classes"], lw=1.4, label=m)
+    axes[0].set(xlabel="round", ylabel="largest cluster probability", title="$\\max_m \\pi^t_m$")
+    axes[1].set(xlabel="round", ylabel="distinct clusters (of 5)", title="clusters among the K selected")
+    axes[2].set(xlabel="round", ylabel="distinct classes (of 10)", title="classes in the selected data")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    handles, labels = axes[2].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, title="sampler", title_fontsize=9,
+               bbox_to_anchor=(0.5, 0.0))
+    fig.suptitle("HiCS-FL in setting (3): what the sampler does, mean over seeds, smoothed", fontsize=11)
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
+    return fig
+
+
+def plot_e_delta(ed: pd.DataFrame):
+    r""":math:`\sum_i\mathcal E_i` and :math:`\delta` of :func:`e_delta_frame`, one thin line per seed and their mean."""
+    fig, axes = plt.subplots(1, 2, figsize=(7.6, 2.8))
+    for ax, col, lab in zip(axes, ("E_sum", "delta"), ("$\\sum_i \\mathcal{E}_i$", "$\\delta$")):
+        for s, d in ed.groupby("seed"):
+            ax.plot(d["round"], d[col], lw=0.6, alpha=0.6)
+        ax.plot(ed.groupby("round")[col].mean(), color="k", lw=1.5, label="mean over seeds")
+        ax.set(xlabel="round", ylabel=lab)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Definition 1's E_i and Theorem 1's delta of the global model, HiCS-FL in setting (3)", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def e_delta_values(ed: pd.DataFrame, window: int, checks: list) -> dict:
+    r"""The prose's numbers of :func:`e_delta_checks`: the means of :math:`\sum_i\mathcal E_i` and :math:`\delta`
+    over the first and the last ``window`` rounds, the verdicts, and :math:`\delta / \sum_i\mathcal E_i` at the
+    end."""
+    first = ed[ed["round"] < window].mean(numeric_only=True)
+    last = ed[ed["round"] > ed["round"].max() - window].mean(numeric_only=True)
+    v = {}
+    for col in ("E_sum", "delta"):
+        v[f"ed_first_{col}"] = float(first[col])
+        v[f"ed_last_{col}"] = float(last[col])
+    v.update(ed_E=checks[0].verdict, ed_delta=checks[1].verdict, ed_ratio=float(last["delta"] / last["E_sum"]))
+    return v

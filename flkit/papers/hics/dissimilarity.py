@@ -10,7 +10,7 @@ Dirichlet alphas are "250 values in the interval [0.01, 50]", all clients partic
 in each round every client computes its gradient at the global model, a super-client holding the union of the
 clients' data computes the "true" gradient, and Fig. 6(a) plots :math:`\|\eta_t\nabla F_k - \eta_t\nabla F\|^2`
 against :math:`H(\mathcal D^{(k)})` with two curves of Eq. 3's form that "envelop 95% of the points" (FMNIST:
-beta = 1.0, rho = 0.13, kappa = 0.14 and beta = 1.5, rho = 0.025, kappa = 0.022, :data:`DOC_CURVES`).
+beta = 1.0, rho = 0.13, kappa = 0.14 and beta = 1.5, rho = 0.025, kappa = 0.022, :data:`flkit.papers.hics.common.DOC_CURVES`).
 
 **Our reading** (the document leaves these open):
 
@@ -50,25 +50,23 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from scipy import optimize, sparse, stats
+from scipy import optimize, stats
 
 from flkit import engine, fl, models, plots, results
 from flkit.fl import Runs
 from flkit.papers import claims
 from flkit.partition import Partition
-from flkit.papers.hics import entropy as E
-from flkit.papers.hics.experiments import DROPOUT_STREAM, batch_clients
+from flkit.papers.hics.common import DOC_CURVES, DROPOUT_STREAM, NORM, batch_clients, label_fractions, true_entropy
 from flkit.seeding import rng
 from flkit.tasks import EngineTask
 
-__all__ = ["FIG6", "MODELS", "DOC_CURVES", "BETAS", "spread_alphas", "dirichlet_clients", "union_entropy", "fig6_task",
+__all__ = ["FIG6", "MODELS", "BETAS", "spread_alphas", "dirichlet_clients", "union_entropy", "fig6_task",
            "gradient_differences", "run_fig6", "fig6_config", "fig6_runs", "point_frame", "binned_quantile",
            "tight_envelope", "envelope_curve", "round_spearman", "thirds", "shape_ratio", "doc_shape_ratio", "fig6_checks",
-           "plot_fig6"]
+           "plot_fig6", "shape_table", "fig6_summary"]
 
 FIG6 = dict(clients=250, alpha_lo=0.01, alpha_hi=50.0, size=240, rounds=500, every=10, epochs=2, batch_size=64,
             lr=0.001, seed=0, model="logreg")          # appendix 6.2 (clients, alphas, rounds), 6.1 (R, B, eta)
-DOC_CURVES = {"blue": dict(beta=1.0, rho=0.13, kappa=0.14), "green": dict(beta=1.5, rho=0.025, kappa=0.022)}
 BETAS = tuple(float(b) for b in np.round(np.geomspace(0.02, 8.0, 40), 4))   # the beta grid of the envelope fits
 MODELS = {"logreg": models.logreg, "hics_fmnist_paper": models.hics_fmnist_paper}
 
@@ -113,7 +111,7 @@ def dirichlet_clients(labels, alphas, size: int, seed: int) -> Partition:
 def union_entropy(part: Partition) -> float:
     """Entropy (nats) of the label distribution of the union of the clients' data (the super-client's)."""
     total = part.counts.sum(0, keepdims=True)
-    return float(E.true_entropy(total / total.sum())[0])
+    return float(true_entropy(total / total.sum())[0])
 
 
 def fig6_task(data, part: Partition, cfg: dict) -> EngineTask:
@@ -121,9 +119,9 @@ def fig6_task(data, part: Partition, cfg: dict) -> EngineTask:
     batches as a shuffling DataLoader), inputs normalised as the authors' code. Logistic regression: all clients
     of a round at once (the engine's ``fast`` backend). The CNN: ``local_train`` with per-client BatchNorm
     statistics and dropout masks from each client's own stream, as the training page's CNN; its clients train
-    together on a GPU and one at a time on a CPU (:func:`flkit.papers.hics.experiments.batch_clients`), with the
+    together on a GPU and one at a time on a CPU (:func:`flkit.papers.hics.common.batch_clients`), with the
     same numbers up to rounding."""
-    mean, std = E.NORM
+    mean, std = NORM
     model = MODELS[cfg["model"]]().to(data.x_train.device)
     fast = engine.supports_grouped(model)
     return EngineTask(model, (data.x_train - mean) / std, data.y_train, part.indices, (data.x_test - mean) / std,
@@ -237,7 +235,7 @@ def fig6_runs(cfg: dict, data, store, *, deadline: float | None = None) -> tuple
 def point_frame(table: pd.DataFrame, part: Partition, cfg: dict) -> pd.DataFrame:
     """One row per (recorded round, client): alpha, H(D^(k)) (nats) and y = ||grad F_k - grad F||^2."""
     alphas = spread_alphas(cfg["alpha_lo"], cfg["alpha_hi"], part.num_clients)
-    H = E.true_entropy(E.label_fractions(part)) + 0.0          # no -0.0 for one-class clients
+    H = true_entropy(label_fractions(part)) + 0.0          # no -0.0 for one-class clients
     t = table[table["metric"] == "grad_diff2"]
     k = t["client"].to_numpy(dtype=int)
     return pd.DataFrame({"round": t["round"].to_numpy(), "client": k, "alpha": alphas[k], "H": H[k],
@@ -312,7 +310,7 @@ def doc_shape_ratio(curve: str = "blue", C: int = 10) -> float:
 
 
 def fig6_checks(pts: pd.DataFrame, tight: dict, rs: pd.DataFrame, C: int = 10) -> list:
-    """The page's checks (filed by :data:`flkit.papers.hics.theory.SCORECARD`):
+    """The page's checks (filed by the theory page's rules, :data:`flkit.papers.hics.items.RULES`):
 
     * ``Fig. 6(a):`` the points have the shape of the document's curves: every curve of Eq. 3's form is concave
       and decreasing in H, so the 95% quantile of y (the level the document's curves envelop) falls more from the
@@ -373,3 +371,36 @@ def plot_fig6(pts: pd.DataFrame, tight: dict, title: str, C: int = 10):
     from textwrap import fill
     fig.suptitle(fill(title, 95), fontsize=9.5)
     return fig
+
+
+# ---------------------------------------------------------------------------------------- the theory page
+def shape_table(levels) -> pd.DataFrame:
+    """The 95% quantile of y in the thirds of [0, ln 10] (``levels``: :func:`thirds`) beside the document's two
+    curves at the thirds' midpoints, with each row's :func:`shape_ratio`."""
+    mids = (np.arange(3) + 0.5) * math.log(10) / 3
+    shape = pd.DataFrame({"ours: 95% quantile of y": levels,
+                          **{f"document's {c} curve": envelope_curve(mids, **DOC_CURVES[c]) for c in ("blue", "green")}},
+                         index=["H in [0, ln10/3)", "H in [ln10/3, 2 ln10/3)", "H in [2 ln10/3, ln10]"]).T
+    shape["(middle - high) / (low - middle)"] = [shape_ratio(r) for r in shape.to_numpy()]
+    return shape
+
+
+def fig6_summary(pts: pd.DataFrame, tight: dict, rs: pd.DataFrame, part: Partition, table: pd.DataFrame,
+                 wall_s: float) -> tuple[dict, str]:
+    """The prose's numbers of Fig. 6(a) (``f6_<name>``, floats) and one line in words: the points, the clients'
+    entropies, the union's, the test accuracy at the first and last recorded rounds, the least bound of Eq. 3's
+    form (:func:`tight_envelope`), the 95% levels of the thirds and their shape ratio beside the document's, the
+    per-round Spearman correlations (:func:`round_spearman`) and the minutes the run took when computed."""
+    acc = table[table.metric == "test_acc"].set_index("round")["value"]
+    H = pts.drop_duplicates("client")["H"]
+    lv = thirds(pts.H, pts.y)
+    values = dict(n=len(pts), H_min=H.min(), H_max=H.max(), union_H=union_entropy(part),
+                  acc_first=acc.iloc[0], acc_last=acc.iloc[-1], wall_min=wall_s / 60,
+                  lv_lo=lv[0], lv_mid=lv[1], lv_hi=lv[2], ratio=shape_ratio(lv), doc_ratio=doc_shape_ratio("blue"),
+                  t_beta=tight["beta"], t_rho=tight["rho"], t_kappa=tight["kappa"],
+                  t_area=tight["area"] / tight["constant_area"], rs_max=rs.spearman.max(), rs_median=rs.spearman.median())
+    words = (f"{len(pts):,} points; H from {H.min():.3f} to {H.max():.3f} nats (ln 10 = {math.log(10):.3f}); the union's "
+             f"labels have entropy {union_entropy(part):.4f}; test accuracy {acc.iloc[0]:.3f} -> {acc.iloc[-1]:.3f}; "
+             f"least bound above every point: beta = {tight['beta']:g}, rho = {tight['rho']:.5g}, kappa = "
+             f"{tight['kappa']:.5g}; the run took {wall_s / 60:.1f} min when computed")
+    return {f"f6_{k}": float(v) for k, v in values.items()}, words

@@ -10,10 +10,11 @@ temperature T of Eq. 7; :math:`H` the Shannon entropy in nats.
 No algorithm lives here: the estimate of Eq. 7, the distance of Eq. 9, Ward clustering and the annealed
 probabilities are :func:`flkit.sample.entropy_estimate`, :func:`~flkit.sample.hics_distances`,
 :func:`~flkit.sample.ward_clusters` and :func:`~flkit.sample.annealed_probs`, the sampler
-:class:`flkit.sample.HiCS`. This module holds the page's settings (:data:`PROFILES`, :func:`profile`), the
-partitions, one local training of every client from a common initial model (:func:`first_round`), the
-document's formulas for the bias update (Eqs. 4, 6, 22) and the privacy remark (Eqs. 23-24), and the
-figure helpers.
+:class:`flkit.sample.HiCS`; the alpha lists, local training, HiCS-FL's hyperparameters and the partitions
+are the chapter's (:mod:`flkit.papers.hics.common`). This module holds the page's settings (:data:`PROFILES`,
+:func:`profile`), one local training of every client from a common initial model (:func:`first_round`), the
+document's formulas for the bias update (Eqs. 4, 6, 22) and the privacy remark (Eqs. 23-24), the figure
+helpers, and the page's tables, checks and values for its prose.
 
 Settings (appendix 6.1): FMNIST with 50 clients in 5 groups of 10, 10% sampled per round (K = 5 = M),
 two 5x5 convolutions and one linear layer (:func:`flkit.models.hics_fmnist_paper`), mini-batch SGD with
@@ -38,34 +39,25 @@ from scipy import stats
 from flkit import engine, models, results, sample
 from flkit.fl import Runs
 from flkit.papers import claims, settings
-from flkit.partition import Partition, grouped_dirichlet, plot_counts
+from flkit.papers.hics.common import (CIFAR10, CIFAR100, FIG9, HICS, LOCAL, NORM, label_fractions, labels_from_counts,
+                                      make_partition, true_entropy)
+from flkit.partition import Partition, plot_counts
 from flkit.seeding import rng
 from flkit.tasks import EngineTask
 
 __all__ = [
-    "FMNIST", "CIFAR10", "CIFAR100", "FIG9", "LOCAL", "HICS", "CIFAR_T", "PROFILES", "profile",
-    "labels_from_counts", "make_partition", "empty_clients", "plot_partitions", "fmnist_task", "first_round",
-    "first_rounds",
-    "matrix", "label_fractions", "true_entropy", "entropy_frame", "rank_table", "temperature_table", "single_class_frame", "class_share", "plot_fig9",
-    "eq4_check", "sum_E", "eq6_frame", "direction_cosine", "feature_norm", "slope", "plot_eq6", "project_simplex", "recover_labels",
-    "total_variation", "privacy_frame", "first_clustering", "CLOSE", "closeness_check", "separation_frame", "SEPARATE",
-    "separation_checks", "assignment_error", "by_item", "SCORECARD", "scorecard_checks",
+    "PROFILES", "profile", "empty_clients", "plot_partitions", "assignment_error", "fmnist_task", "first_round",
+    "first_rounds", "matrix", "entropy_frame", "rank_table", "temperature_table", "single_class_frame", "class_share",
+    "plot_fig9", "eq4_check", "sum_E", "eq6_frame", "direction_cosine", "feature_norm", "slope", "plot_eq6",
+    "project_simplex", "recover_labels", "total_variation", "privacy_frame", "first_clustering", "CLOSE",
+    "closeness_check", "separation_frame", "SEPARATE", "separation_checks",
+    # the page
+    "describe", "labels", "empty_table", "partitions", "partition_checks", "partition_values", "initial_model",
+    "eq6_table", "fig9_checks", "single_class_values", "temperature_values", "clustering_round", "clustering_values",
+    "separation_values", "privacy_table", "privacy_checks",
 ]
 
 # ------------------------------------------------------------------------------------------ settings
-FMNIST = dict(clients=50, classes=10, lists={                         # Sec. 4.1, settings (1)-(3)
-    "(1)": (0.001, 0.002, 0.005, 0.01, 0.5), "(2)": (0.001, 0.002, 0.005, 0.01, 0.2), "(3)": (0.001,)})
-FIG9 = {"(a)": (0.01, 0.02, 0.05, 0.1, 0.2), "(b)": (0.001, 0.002, 0.005, 0.01, 0.5)}   # Fig. 9 caption
-CIFAR10 = dict(clients=50, classes=10, per_class=5000, lists={        # Fig. 7, Sec. 4.1
-    "(1)": (0.001, 0.01, 0.1, 0.5, 1.0), "(2)": (0.001, 0.002, 0.005, 0.01, 0.5),
-    "(3)": (0.001, 0.002, 0.005, 0.01, 0.1)})
-CIFAR100 = dict(clients=100, classes=100, per_class=500, lists={      # Fig. 8, Sec. 4.1
-    "(1)": (0.001, 0.01, 0.1, 0.5, 1.0), "(2)": (0.001, 0.005, 0.01, 0.1, 1.0)})
-LOCAL = dict(epochs=2, batch_size=64, lr=0.001)                       # appendix 6.1.1
-HICS = dict(T=0.0025, lam=0.1, gamma0=4.0, K=5, M=5, rounds=200)      # appendix 6.1.2, Sec. 4.1
-CIFAR_T = 0.0015        # appendix 6.1.2: the temperature of the CIFAR experiments (Figs. 11-12 use CIFAR-10)
-NORM = (0.5, 0.5)                                                     # the code's FMNIST normalisation
-
 _BASE = dict(fig9=["(a)", "(b)"], privacy="(b)", **LOCAL)
 PROFILES = {
     # seconds: 10 clients on the first 4,000 training images, one local epoch
@@ -97,24 +89,6 @@ def profile(name: str, **overrides) -> dict:
 
 
 # ---------------------------------------------------------------------------------------- partitions
-def labels_from_counts(classes: int, per_class: int) -> np.ndarray:
-    """Labels of a training set with ``per_class`` images of each class (CIFAR-10: 10 x 5000; CIFAR-100:
-    100 x 500). The grouped Dirichlet split depends on the labels only through these counts (and each
-    class's storage order, which changes which images go where, not how many), so this gives the exact
-    clients x classes counts of the real data sets without loading them."""
-    return np.repeat(np.arange(classes), per_class)
-
-
-def make_partition(labels, clients: int, alphas, seed: int, *, literal: bool = False) -> Partition:
-    """The document's multi-alpha split (appendix 6.10): the training set cut into len(alphas) equal parts,
-    part g split over its clients by per-class Dirichlet(alpha_g) proportions. ``literal=False``: with
-    the code's balancing and 20% minimum size (:func:`flkit.partition.grouped_dirichlet`'s defaults, as
-    CityChan/HiCS-FL@25f309d ``sampling.py``, ``partition_data_various_alpha``); ``literal=True``: the
-    text's rule alone (one draw, no cap, no minimum)."""
-    extra = dict(balance=False, min_frac=0.0) if literal else {}
-    return grouped_dirichlet(labels, clients, alphas, seed=seed, **extra)
-
-
 def empty_clients(labels, clients: int, alphas, seeds) -> pd.DataFrame:
     """Per seed: clients left without any sample, and the smallest client, under the text's rule and
     under the code's."""
@@ -141,6 +115,16 @@ def plot_partitions(parts: dict, title: str, *, panel_height: float = 2.4):
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def assignment_error(parts, labels) -> int:
+    """The largest |number of images of a class - images of that class assigned to clients| over the splits
+    ``parts`` of ``labels`` (0: every image is assigned exactly once, the rule of appendix 6.10)."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("parts is empty: give at least one Partition")
+    C = int(np.max(labels)) + 1
+    return int(max(np.abs(p.counts.sum(0) - np.bincount(labels, minlength=C)).max() for p in parts))
 
 
 # ------------------------------------------------------------------------------- one local training
@@ -219,18 +203,6 @@ def matrix(table: pd.DataFrame, metric: str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------- entropy (Fig. 9)
-def label_fractions(part: Partition) -> np.ndarray:
-    """(N, C) label distributions :math:`\\mathcal D^{(k)}`."""
-    return part.counts / part.counts.sum(1, keepdims=True)
-
-
-def true_entropy(D: np.ndarray) -> np.ndarray:
-    """H(D^(k)) = -sum_i D_i ln D_i (nats, 0 ln 0 = 0), one per row."""
-    D = np.asarray(D, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return -np.where(D > 0, D * np.log(D), 0.0).sum(1)
-
-
 def entropy_frame(runs: dict, parts: dict, alphas: dict, T: float) -> pd.DataFrame:
     """One row per (list, seed, client): the group's alpha, the true entropy and Eq. 7's estimate
     from the first-round bias update. ``runs[(list, seed)]`` is a :func:`first_round` table,
@@ -534,52 +506,194 @@ def separation_checks(sf: pd.DataFrame, tolerance: float = SEPARATE) -> list:
                            "(AUC, Eq. 9 minus cosine)", sf["auc_eq9"], sf["auc_cosine"])]
 
 
-# ------------------------------------------------------------------------------------------ the scorecard
-def assignment_error(parts, labels) -> int:
-    """The largest |number of images of a class - images of that class assigned to clients| over the splits
-    ``parts`` of ``labels`` (0: every image is assigned exactly once, the rule of appendix 6.10)."""
-    parts = list(parts)
-    if not parts:
-        raise ValueError("parts is empty: give at least one Partition")
-    C = int(np.max(labels)) + 1
-    return int(max(np.abs(p.counts.sum(0) - np.bincount(labels, minlength=C)).max() for p in parts))
+# ------------------------------------------------------------------------------------------ the page
+def describe(name: str, cfg: dict, data) -> str:
+    """One line: the profile ``name`` and its settings ``cfg`` on ``data``."""
+    return (f"profile={name}: {cfg['clients']} FMNIST clients, seeds {cfg['seeds']}, R = {cfg['epochs']}, "
+            f"B = {cfg['batch_size']}, eta = {cfg['lr']}, images: {cfg['subset'] or len(data.y_train)}")
 
 
-def by_item(checks, rules) -> dict:
-    """File each check under the document item its ``what`` names, for :func:`flkit.papers.scorecard.record`:
-    ``rules`` lists (prefix of ``what``, item id), the first matching prefix wins. A check that no rule names
-    raises ValueError, so a check the page adds cannot be left out of the scorecard."""
-    out: dict = {}
-    for c in checks:
-        item = next((it for prefix, it in rules if c.what.startswith(prefix)), None)
-        if item is None:
-            raise ValueError(f"check {c.what!r} names no item of document 004; prefixes known: {[p for p, _ in rules]}")
-        out.setdefault(item, []).append(c)
-    return out
+def labels(data, cfg: dict) -> dict:
+    """{data set: labels}: the FMNIST training labels the page's clients hold (the first ``subset``), and the
+    exact class counts of CIFAR-10 and CIFAR-100 (:func:`~flkit.papers.hics.common.labels_from_counts`)."""
+    return {"FMNIST": data.y_train[: cfg["subset"] or len(data.y_train)].cpu().numpy(),
+            "CIFAR-10": labels_from_counts(CIFAR10["classes"], CIFAR10["per_class"]),
+            "CIFAR-100": labels_from_counts(CIFAR100["classes"], CIFAR100["per_class"])}
 
 
-PRIVACY = "Claim (appendix 6.5): the server cannot infer the clients' label distributions from the bias updates"
-PARTITION = ("Claim (appendix 6.10): client k gets X_i^(k) N_i / sum_j X_i^(j) of the N_i samples of label i, "
-             "each sample once")
-CLOSE_ITEM = "Claim (appendix 6.11): the estimated entropy is close to the true entropy (Figs. 9-10)"
-COSINE_ITEM = "Claim (Sec. 3.3): cosine similarity cannot distinguish balanced from imbalanced clients"
-SCORECARD = [("Fig. 7:", "Fig. 7"), ("Fig. 8:", "Fig. 8"), ("FMNIST splits", PARTITION), ("Eq. 4:", "Eq. (4)"),
-             ("Eq. 22", "Eq. (22)"), ("sum_i E_i = 1 at initialisation", "Claim (Sec. 3.2.1): at initialisation E_i = 1/C"),
-             ("Eq. 6", "Eq. (6)"), ("summed per-step form", "Eq. (6)"), ("direction:", "Eq. (6)"),
-             ("closeness, list (a):", "Fig. 9(a)"), ("closeness, list (b):", "Fig. 9(b)"),
-             ("list (a):", "Fig. 9(a)"), ("list (b):", "Fig. 9(b)"), ("document: the server cannot infer", PRIVACY),
-             ("Sec. 3.3:", COSINE_ITEM)]
+def empty_table(lab: dict, clients: int, seeds=range(10)) -> tuple[pd.DataFrame, dict]:
+    """Clients left empty and the smallest and largest clients under the text's rule and the code's
+    (:func:`empty_clients`, ``seeds``), for FMNIST's list (b) with ``clients`` clients and CIFAR-10's setting (2)
+    with 50: the table for display (mean and max over seeds), and the text rule's mean and largest number of
+    empty clients and the share of its splits that leave one (``empty_*``)."""
+    emp = pd.concat([empty_clients(lab["FMNIST"], clients, FIG9["(b)"], seeds).assign(data="FMNIST, list (b)"),
+                     empty_clients(lab["CIFAR-10"], 50, CIFAR10["lists"]["(2)"], seeds).assign(
+                         data="CIFAR-10, setting (2)")])
+    tab = emp.groupby(["data", "rule"])[["empty_clients", "smallest", "largest"]].agg(["mean", "max"]).round(1)
+    lit = emp[emp.rule == "document text"]
+    return tab, dict(empty_mean=float(lit.empty_clients.mean()), empty_max=int(lit.empty_clients.max()),
+                     empty_share=100 * float((lit.empty_clients > 0).mean()))
 
 
-def scorecard_checks(checks) -> dict:
-    """The entropy page's checks by document item (:data:`SCORECARD`): the partitions of Figs. 7-8 and of
-    appendix 6.10's rule, Eqs. 4, 6 and 22, E_i = 1/C at initialisation, Fig. 9's panels and appendix 6.5's
-    privacy claim, and Sec. 3.3's cosine claim. The "summed per-step form" of Eq. 6 is our reading of Eq. 5
-    (steps summed); it is filed with Eq. (6), whose scale it tests. The closeness checks of Fig. 9 are filed
-    under their panel and under appendix 6.11's claim of closeness (:data:`CLOSE_ITEM`): a figure whose
-    estimates rank the clients but sit far from the diagonal is not reproduced by the ranking alone."""
-    out = by_item(checks, SCORECARD)
-    close = [c for c in checks if c.what.startswith("closeness, ")]
-    if close:
-        out[CLOSE_ITEM] = close
-    return out
+def _alphas(al) -> str:
+    return f"$\\alpha \\in$ {{{', '.join(f'{a:g}' for a in al)}}}"
+
+
+def partitions(lab: dict, cfg: dict, seed: int) -> dict:
+    """{data set: {panel title: Partition}} of seed ``seed``: CIFAR-10's three settings (Fig. 7, 50 clients),
+    CIFAR-100's two (Fig. 8, 100 clients), and FMNIST's lists of Fig. 9 that ``cfg`` names (``clients``)."""
+    return {"CIFAR-10": {f"setting {k}: {_alphas(al)}": make_partition(lab["CIFAR-10"], 50, al, seed)
+                         for k, al in CIFAR10["lists"].items()},
+            "CIFAR-100": {f"setting {k}: {_alphas(al)}": make_partition(lab["CIFAR-100"], 100, al, seed)
+                          for k, al in CIFAR100["lists"].items()},
+            "FMNIST": {f"list {k}: {_alphas(FIG9[k])}": make_partition(lab["FMNIST"], cfg["clients"], FIG9[k], seed)
+                       for k in cfg["fig9"]}}
+
+
+def partition_checks(splits: dict, lab: dict) -> list:
+    """Appendix 6.10's rule on the splits of :func:`partitions`: every image assigned once (Figs. 7 and 8, and
+    FMNIST's splits)."""
+    return [claims.agree(f"{name}: every image assigned once (max |class total - assigned| over its splits)",
+                         [assignment_error(splits[key].values(), lab[key])], 0.0, threshold=0.0)
+            for name, key in (("Fig. 7", "CIFAR-10"), ("Fig. 8", "CIFAR-100"),
+                              ("FMNIST splits (appendix 6.10 rule)", "FMNIST"))]
+
+
+def _classes(part: Partition, group: int, size: int) -> float:
+    """Mean number of classes a client of alpha group ``group`` (``size`` clients each) holds."""
+    return float((part.counts[group * size:(group + 1) * size] > 0).sum(1).mean())
+
+
+def partition_values(splits: dict, clients: int) -> dict:
+    """Mean classes per client in the smallest- and largest-alpha groups: FMNIST's last list and CIFAR-10's
+    setting (1)."""
+    fm, c10 = list(splits["FMNIST"].values())[-1], list(splits["CIFAR-10"].values())[0]
+    m = clients // 5
+    return dict(fm_cls_lo=_classes(fm, 0, m), fm_cls_hi=_classes(fm, 4, m), c10_cls_lo=_classes(c10, 0, 10),
+                c10_cls_hi=_classes(c10, 4, 10))
+
+
+def initial_model(task: EngineTask, y: np.ndarray, seed: int) -> tuple[pd.DataFrame, list, dict]:
+    r"""Eqs. 4 and 22 at the initial model of ``seed``: the autograd bias gradient against softmax - onehot on
+    32 images (:func:`eq4_check`), and :math:`\sum_i\mathcal E_i` against Eq. 22's right side on a balanced set
+    (100 images per class) and an imbalanced one (20 to 200 per class) of the training labels ``y``
+    (:func:`sum_E`; softmax in float64, eval mode). Returns the table for display, the checks and the values."""
+    net = engine.to_module(task.model, task.unflatten(task.init_params([seed])), 0)
+    err4 = eq4_check(net, task.x[:32], task.y[:32])
+    bal = np.concatenate([np.flatnonzero(y == c)[:100] for c in range(10)])
+    imb = np.concatenate([np.flatnonzero(y == c)[: 20 * (c + 1)] for c in range(10)])
+    with torch.no_grad():
+        s_bal, s_imb = (torch.softmax(net.double().eval()(task.x[i].double()), 1).cpu().numpy() for i in (bal, imb))
+    sE_bal, rhs_bal = sum_E(s_bal, y[bal], 10)
+    sE_imb, rhs_imb = sum_E(s_imb, y[imb], 10)
+    table = pd.DataFrame({"sum_i E_i": [sE_bal, sE_imb], "C/(C-1) (1 - mean s_y)": [rhs_bal, rhs_imb],
+                          "difference": [sE_bal - rhs_bal, sE_imb - rhs_imb]},
+                         index=["balanced, 100 per class", "imbalanced, 20 to 200 per class"])
+    checks = [claims.agree("Eq. 4: autograd bias gradient = softmax - onehot (max abs, float64)", [err4], 0.0,
+                           threshold=1e-12),
+              claims.agree("Eq. 22 on balanced data (difference)", [sE_bal - rhs_bal], 0.0, threshold=1e-12),
+              claims.agree("sum_i E_i = 1 at initialisation (balanced set)", [sE_bal], 1.0, threshold=0.05)]
+    values = dict(err4=err4, sE_bal=sE_bal, spred_lo=float(s_bal.mean(0).min()), spred_hi=float(s_bal.mean(0).max()),
+                  d22_bal=abs(sE_bal - rhs_bal), d22_imb=abs(sE_imb - rhs_imb))
+    return table, checks, values
+
+
+def eq6_table(e6: dict) -> tuple[pd.DataFrame, list, dict]:
+    """Per seed (``e6``: {seed: :func:`eq6_frame`}): the slope of the measured bias updates on Eq. 6 as printed and
+    on the per-step form, the mean number of SGD steps and the mean direction cosine; the three checks of Eq. 6
+    (slopes and cosine within 0.1 of 1) and the means over seeds."""
+    stat = pd.DataFrame([dict(seed=s, slope_printed=slope(f.eq6_printed, f.measured),
+                              slope_per_step=slope(f.per_step, f.measured),
+                              mean_steps=f.groupby("client").steps.first().mean(),
+                              cosine=direction_cosine(f)) for s, f in e6.items()])
+    checks = [claims.agree("Eq. 6 as printed, scale: slope of measured on eta R (D - 1/C)", stat.slope_printed, 1.0,
+                           threshold=0.1),
+              claims.agree("summed per-step form, scale: slope of measured on eta S_k (D - s_bar)", stat.slope_per_step,
+                           1.0, threshold=0.1),
+              claims.agree("direction: mean cosine(measured Delta b, D - s_bar) over clients", stat.cosine, 1.0,
+                           threshold=0.1)]
+    return stat, checks, {col: float(stat[col].mean()) for col in ("slope_printed", "slope_per_step", "mean_steps",
+                                                                     "cosine")}
+
+
+def fig9_checks(ef: pd.DataFrame, rk: pd.DataFrame) -> tuple[list, dict]:
+    """Fig. 9 per list (``ef``: :func:`entropy_frame`, ``rk``: :func:`rank_table`): the estimates close to the true
+    entropy (:func:`closeness_check`), ranked as it (Spearman's rho > 0 in every seed), and higher for the
+    largest-alpha group than for the smallest; with the values of each list (``rho_``, ``mae_`` ...) and the
+    scale of the closeness rule."""
+    checks, values = [], {}
+    for name, g in rk.groupby("list", sort=False):
+        mine = ef[ef.list == name]
+        close = closeness_check(name, g.mean_abs_error)
+        rho = claims.correlated(f"list {name}: Spearman rho(H_hat, H) > 0, every seed",
+                                [s.H for _, s in mine.groupby("seed")], [s.H_hat for _, s in mine.groupby("seed")])
+        checks += [close, rho,
+                   claims.compare(f"list {name}: mean H_hat of the largest-alpha group > that of the smallest-alpha "
+                                  "group", g.H_hat_largest_alpha, g.H_hat_smallest_alpha)]
+        tag = name.strip("()")
+        values.update({f"rho_{tag}": float(g.spearman.mean()), f"rhop_{tag}": f"{rho.margin:.2g}",
+                       f"close_{tag}": close.verdict, f"mae_{tag}": float(g.mean_abs_error.mean()),
+                       f"hi_{tag}": float(g.H_hat_largest_alpha.mean()), f"lo_{tag}": float(g.H_hat_smallest_alpha.mean())})
+    values.update(lnC=math.log(10), close_tol=CLOSE * math.log(10), mae_share=float(rk.mean_abs_error.mean()) / math.log(10))
+    return checks, values
+
+
+def single_class_values(sc: pd.DataFrame) -> dict:
+    """The single-class clients (``sc``: :func:`single_class_frame`): how many, the range of their estimates, the
+    share of its variance between their classes (:func:`class_share`), and the mean rank correlation of the
+    estimate with the label's bias update."""
+    return dict(one_n=len(sc), one_lo=float(sc.H_hat.min()), one_hi=float(sc.H_hat.max()), one_share=100 * class_share(sc),
+                one_rho=float(np.mean([stats.spearmanr(g.delta_b_y, g.H_hat).statistic
+                                       for _, g in sc.groupby(["list", "seed"])])))
+
+
+def temperature_values(tt: pd.DataFrame) -> dict:
+    """The temperature of :func:`temperature_table` with the least mean error, its error and rank correlation."""
+    best = tt.loc[tt.mean_abs_error.idxmin()]
+    return dict(bestT=float(best["T"]), bestT_mae=float(best.mean_abs_error), bestT_rho=float(best.spearman))
+
+
+def clustering_round(clients: int) -> int:
+    """The first round of HiCS-FL's clustering: after the warm-up of ceil(N / K) rounds."""
+    return math.ceil(clients / HICS["K"]) + 1
+
+
+def clustering_values(fc: pd.DataFrame, clients: int, t: int) -> dict:
+    """The group HiCS-FL favours at round ``t`` (``fc``: :func:`first_clustering`): its probability, mean true
+    entropy, clients of the largest-alpha group and size; the size of an alpha group and ``t``."""
+    return dict(pi_top=float(fc.pi.iloc[0]), pi_top_H=float(fc.mean_H.iloc[0]), top_bal=int(fc.largest_alpha.iloc[0]),
+                top_n=int(fc.clients.iloc[0]), n_bal=clients // 5, t_first=t)
+
+
+def separation_values(sf: pd.DataFrame, checks: list) -> dict:
+    """The mean AUCs of :func:`separation_frame`, the cosine's range, and the verdicts of
+    :func:`separation_checks`."""
+    v = {col: float(sf[col].mean()) for col in ("auc_cosine", "auc_entropy_term", "auc_eq9")}
+    v.update(auc_cos_lo=float(sf.auc_cosine.min()), auc_cos_hi=float(sf.auc_cosine.max()), c33_cos=checks[0].verdict,
+             c33_eq9=checks[1].verdict)
+    return v
+
+
+def privacy_table(runs: dict, parts: dict, cfg: dict, T: float) -> pd.DataFrame:
+    """Per seed, the means over the clients of :func:`privacy_frame` on the privacy list's first rounds."""
+    priv = cfg["privacy"]
+    pf = pd.concat([privacy_frame(runs[(priv, s)], parts[(priv, s)], cfg, 10, s, T=T) for s in cfg["seeds"]])
+    return pf.groupby("seed").mean(numeric_only=True).drop(columns="client")
+
+
+_ESTIMATES = {"tv_eq6_printed": "Eq. 23 with Eq. 6 as printed", "tv_per_step": "Eq. 23 per SGD step",
+              "tv_softmax": "softmax(Delta b / T)"}
+
+
+def privacy_checks(per_seed: pd.DataFrame) -> tuple[list, dict]:
+    """Appendix 6.5 on :func:`privacy_table`: the best of the three estimates (least mean TV) and the printed-Eq. 6
+    estimate, each no better than the uniform guess; with every column's mean (``priv_*``) and the best estimate
+    in words."""
+    best = per_seed[list(_ESTIMATES)].mean().idxmin()
+    checks = [claims.compare(f"document: the server cannot infer the label distribution (TV of the best estimate, {best}, "
+                             "not better than uniform)", per_seed[best], per_seed.tv_uniform),
+              claims.compare("document: the server cannot infer the label distribution (TV of the printed-Eq. 6 estimate "
+                             "not better than uniform)", per_seed.tv_eq6_printed, per_seed.tv_uniform)]
+    values = {f"priv_{col}": float(per_seed[col].mean()) for col in per_seed.columns}
+    values["priv_best"] = _ESTIMATES[best]
+    return checks, values

@@ -34,13 +34,13 @@ from scipy import stats
 from flkit import aggregate, engine, fl, plots, results, sample
 from flkit.datasets import QuadraticProblem
 from flkit.papers import claims, settings
-from flkit.papers.hics import dissimilarity as DS
-from flkit.papers.hics import entropy as E
+from flkit.papers.hics import dissimilarity, entropy
+from flkit.papers.hics.common import CIFAR10, FIG9, HICS, label_fractions, make_partition, true_entropy
 from flkit.seeding import rng
 from flkit.tasks import QuadraticTask
 
 __all__ = [
-    "PROFILES", "profile", "CIFAR_T",
+    "PROFILES", "profile",
     # Theorem 1
     "mis_confidence", "theorem1_bound", "pair_frame", "temperature_sweep", "bias_updates", "replicate_clients",
     "theorem1_inputs", "theorem1_replicates", "replicates", "replicate_pairs", "theorem1_constants", "theorem1_summary",
@@ -52,11 +52,10 @@ __all__ = [
     "plot_theorem2_rounds", "plot_theorem2_eta",
     # Figs. 11-12
     "optimizer_runs", "optimizer_table", "optimizer_checks", "plot_fig11_12",
-    # the scorecard
-    "FIGS_11_12", "SCORECARD", "scorecard_checks",
+    "FIGS_11_12",
+    # the page
+    "temperature_values", "quadratic_words",
 ]
-
-CIFAR_T = E.CIFAR_T     # appendix 6.1.2 (kept in flkit.papers.hics.entropy, which every page of the chapter reads)
 
 # ------------------------------------------------------------------------------------------ settings
 _QUAD = dict(classes=10, alphas=(0.001, 0.002, 0.005, 0.01, 0.5), mu=1.0, L=1.0, scale=1.0, temperature=1.0,
@@ -67,7 +66,7 @@ PROFILES = {
                   quad=dict(_QUAD, K=5, R=5, rounds=30, eta_fracs=[1.0], seeds=[0, 1]),
                   adam=dict(clients=10, subset=2000, lists=["(2)"], seeds=[0, 1], epochs=1, batch_size=64,
                             lr=0.001),
-                  fig6=dict(DS.FIG6, clients=20, size=100, rounds=6, every=2)),
+                  fig6=dict(dissimilarity.FIG6, clients=20, size=100, rounds=6, every=2)),
     # the document's FMNIST setting for Theorem 1 (the entropy page's cached first rounds); 20 quadratic
     # clients in the five alpha groups of setting (1); 20 FMNIST clients on 6,000 images for Figs. 11-12
     "paper": dict(entropy="paper", reps=6, t_factors=[0.25, 0.5, 1, 2, 4, 16, 64, 256],
@@ -77,7 +76,7 @@ PROFILES = {
                             batch_size=64, lr=0.001),
                   # Fig. 6(a): the document's 250 clients, alphas in [0.01, 50], 500 rounds, every client in
                   # every round; logistic regression for the document's CNN (dissimilarity's docstring)
-                  fig6=dict(DS.FIG6)),
+                  fig6=dict(dissimilarity.FIG6)),
 }
 
 
@@ -92,8 +91,8 @@ def profile(name: str, seeds=None, **overrides) -> dict:
     if seeds is not None:
         settings.seeds(seeds, "seeds")
         cfg["quad"]["seeds"] = cfg["adam"]["seeds"] = [int(s) for s in seeds]
-    if cfg["entropy"] not in E.PROFILES:
-        raise ValueError(f"entropy must name a profile of the entropy page {sorted(E.PROFILES)}, got {cfg['entropy']!r}")
+    if cfg["entropy"] not in entropy.PROFILES:
+        raise ValueError(f"entropy must name a profile of the entropy page {sorted(entropy.PROFILES)}, got {cfg['entropy']!r}")
     if isinstance(cfg["reps"], bool) or not isinstance(cfg["reps"], int) or cfg["reps"] < 2:
         raise ValueError(f"reps (replicate local trainings per client) must be an int >= 2, got {cfg['reps']!r}")
     if not cfg["t_factors"] or any(not (isinstance(f, (int, float)) and f > 0) for f in cfg["t_factors"]):
@@ -107,15 +106,15 @@ def profile(name: str, seeds=None, **overrides) -> dict:
     if len(q["seeds"]) < 2 or len(cfg["adam"]["seeds"]) < 2:
         raise ValueError("quad.seeds and adam.seeds need at least two seeds (standard errors)")
     a = cfg["adam"]
-    bad = [k for k in a["lists"] if k not in E.CIFAR10["lists"]]
+    bad = [k for k in a["lists"] if k not in CIFAR10["lists"]]
     if bad or not a["lists"]:
-        raise ValueError(f"adam.lists must name CIFAR-10 settings {sorted(E.CIFAR10['lists'])}, got {a['lists']!r}")
+        raise ValueError(f"adam.lists must name CIFAR-10 settings {sorted(CIFAR10['lists'])}, got {a['lists']!r}")
     if a["clients"] % 5 or a["subset"] < 100 * a["clients"]:
         raise ValueError(f"adam: clients must be a multiple of 5 and subset >= 100 x clients, got "
                          f"{a['clients']} clients, subset {a['subset']}")
     f6 = cfg["fig6"]
-    if f6["model"] not in DS.MODELS:
-        raise ValueError(f"fig6.model must be one of {sorted(DS.MODELS)}, got {f6['model']!r}")
+    if f6["model"] not in dissimilarity.MODELS:
+        raise ValueError(f"fig6.model must be one of {sorted(dissimilarity.MODELS)}, got {f6['model']!r}")
     if f6["clients"] < 3 or f6["rounds"] < 1 or not 1 <= f6["every"] <= f6["rounds"]:
         raise ValueError(f"fig6: need clients >= 3, rounds >= 1 and 1 <= every <= rounds; got clients "
                          f"{f6['clients']}, rounds {f6['rounds']}, every {f6['every']}")
@@ -184,9 +183,9 @@ def pair_frame(runs: dict, parts: dict, E_by_seed: dict, cfg: dict, T: float) ->
     the document's eta and R = local epochs. ``runs``/``parts`` as the entropy page's ``first_rounds``."""
     rows = []
     for (name, seed), table in runs.items():
-        D = E.label_fractions(parts[(name, seed)])
-        Hh = sample.entropy_estimate(E.matrix(table, "delta_b"), T)
-        H = E.true_entropy(D)
+        D = label_fractions(parts[(name, seed)])
+        Hh = sample.entropy_estimate(entropy.matrix(table, "delta_b"), T)
+        H = true_entropy(D)
         kw = dict(eta=cfg["lr"], R=cfg["epochs"], T=T)
         bs, bp = (theorem1_bound(D, E_by_seed[seed], form=f, **kw) for f in ("statement", "proof"))
         u, k = np.nonzero(~np.eye(len(D), dtype=bool))
@@ -202,9 +201,9 @@ def temperature_sweep(runs: dict, parts: dict, E_by_seed: dict, cfg: dict, facto
     spread of the estimates (mean over runs of max - min)."""
     rows = []
     for f in factors:
-        T = f * E.HICS["T"]
+        T = f * HICS["T"]
         pf = pair_frame(runs, parts, E_by_seed, cfg, T)
-        spread = np.mean([np.ptp(sample.entropy_estimate(E.matrix(t, "delta_b"), T)) for t in runs.values()])
+        spread = np.mean([np.ptp(sample.entropy_estimate(entropy.matrix(t, "delta_b"), T)) for t in runs.values()])
         rows.append(dict(factor=f, T=T, below_statement=float((pf.gap < pf.bound_statement).mean()),
                          below_proof=float((pf.gap < pf.bound_proof).mean()),
                          perfect_below_statement=float((pf.true_gap < pf.bound_statement).mean()),
@@ -243,7 +242,7 @@ def replicate_clients(pf: pd.DataFrame, D: np.ndarray) -> list[tuple[int, int]]:
     in one realisation (``pf``, one list and seed), the most against the least balanced client (largest and
     smallest H), each in both orders."""
     g = pf.assign(m=pf.gap - pf.bound_proof).sort_values("m")
-    H = E.true_entropy(D)
+    H = true_entropy(D)
     u, k, hi, lo = int(g.u.iloc[0]), int(g.k.iloc[0]), int(np.argmax(H)), int(np.argmin(H))
     return list(dict.fromkeys([(u, k), (k, u), (hi, lo), (lo, hi)]))
 
@@ -252,14 +251,14 @@ def theorem1_inputs(cfg: dict, data, store) -> dict:
     r"""Everything Theorem 1 is evaluated on: the entropy page's profile ``ecfg`` and first rounds (``runs``,
     ``parts``, read from ``store`` when cached; ``seconds`` they took), :math:`\mathcal E` at each seed's
     initial model (``E``) and the :func:`pair_frame` at the document's T (``pairs``)."""
-    ecfg = E.profile(cfg["entropy"])
-    runs, parts, secs = E.first_rounds(ecfg, data, store)
+    ecfg = entropy.profile(cfg["entropy"])
+    runs, parts, secs = entropy.first_rounds(ecfg, data, store)
     E_by_seed = {}
     for (name, seed), part in parts.items():
         if seed not in E_by_seed:
-            E_by_seed[seed] = mis_confidence(E.fmnist_task(data, part, ecfg), seed)
+            E_by_seed[seed] = mis_confidence(entropy.fmnist_task(data, part, ecfg), seed)
     return dict(ecfg=ecfg, runs=runs, parts=parts, seconds=secs, E=E_by_seed,
-                pairs=pair_frame(runs, parts, E_by_seed, ecfg, E.HICS["T"]))
+                pairs=pair_frame(runs, parts, E_by_seed, ecfg, HICS["T"]))
 
 
 def theorem1_replicates(inp: dict, cfg: dict, data, store, name: str, seed: int) -> tuple[list, pd.DataFrame]:
@@ -267,12 +266,12 @@ def theorem1_replicates(inp: dict, cfg: dict, data, store, name: str, seed: int)
     (``cfg['reps']`` local trainings each), cached in ``store``. Returns (pairs, tidy replicates)."""
     ecfg, part = inp["ecfg"], inp["parts"][(name, seed)]
     pf = inp["pairs"][(inp["pairs"]["list"] == name) & (inp["pairs"]["seed"] == seed)]
-    pairs = replicate_clients(pf, E.label_fractions(part))
+    pairs = replicate_clients(pf, label_fractions(part))
     who = sorted({c for p in pairs for c in p})
-    config = dict(experiment="theorem1_replicates", list=name, alphas=list(E.FIG9[name]), seed=seed,
+    config = dict(experiment="theorem1_replicates", list=name, alphas=list(FIG9[name]), seed=seed,
                   replicated=who, reps=cfg["reps"], model="hics_fmnist_paper",
                   **{k: ecfg[k] for k in ("clients", "subset", "epochs", "batch_size", "lr")})
-    task = E.fmnist_task(data, part, ecfg)
+    task = entropy.fmnist_task(data, part, ecfg)
     rep = results.sweep([config], lambda c: replicates(task, seed, who, cfg["reps"]), store, progress=False)
     return pairs, rep
 
@@ -343,7 +342,7 @@ def theorem1_summary(pf: pd.DataFrame, rp: pd.DataFrame, parts: dict, run: tuple
     checks = [claims.compare(f"Theorem 1 ({eq}), pair u={r.u}, k={r.k}: mean gap >= bound", r.gaps,
                              np.full(len(r.gaps), getattr(r, f"bound_{form}")))
               for r in rp.itertuples() for form, eq in (("statement", "Eq. 8"), ("proof", "Eq. 50"))]
-    H = {key: E.true_entropy(E.label_fractions(p)) for key, p in parts.items()}
+    H = {key: true_entropy(label_fractions(p)) for key, p in parts.items()}
     viol = pf[pf.gap < pf.bound_statement]
     less = [H[(r.list, r.seed)][r.u] < H[(r.list, r.seed)][r.k] for r in viol.itertuples()]
     w = rp.iloc[0]
@@ -743,6 +742,9 @@ def plot_theorem2_eta(bt: pd.DataFrame, title: str):
 
 
 # ===================================================================================== Figs. 11-12
+FIGS_11_12 = {"(1)": "Fig. 11", "(2)": "Fig. 12"}       # the CIFAR-10 alpha list of each figure (appendix 6.11)
+
+
 def optimizer_runs(cfg: dict, data, store) -> pd.DataFrame:
     """One first local training of every client with SGD and with Adam from the same initial model and
     the same minibatches (FMNIST, the CIFAR-10 alpha lists of Figs. 11-12, the document's eta = 0.001,
@@ -751,13 +753,13 @@ def optimizer_runs(cfg: dict, data, store) -> pd.DataFrame:
     a = cfg["adam"]
     ecfg = dict(subset=a["subset"], epochs=a["epochs"], batch_size=a["batch_size"], lr=a["lr"])
     labels = data.y_train[:a["subset"]].cpu().numpy()
-    configs = [dict(experiment="sgd_vs_adam", list=name, alphas=list(E.CIFAR10["lists"][name]), seed=s, opt=o,
+    configs = [dict(experiment="sgd_vs_adam", list=name, alphas=list(CIFAR10["lists"][name]), seed=s, opt=o,
                     clients=a["clients"], model="hics_fmnist_paper", **ecfg)
                for name in a["lists"] for s in a["seeds"] for o in ("sgd", "adam")]
 
     def run(c):
-        part = E.make_partition(labels, c["clients"], c["alphas"], c["seed"])
-        task = E.fmnist_task(data, part, ecfg)
+        part = make_partition(labels, c["clients"], c["alphas"], c["seed"])
+        task = entropy.fmnist_task(data, part, ecfg)
         db = bias_updates(task, task.init_params([c["seed"]]), range(c["clients"]), seed=c["seed"], opt=c["opt"])
         return _tidy_bias(db, 0)
 
@@ -776,14 +778,14 @@ def optimizer_table(runs: pd.DataFrame, cfg: dict, data, T: float, present: floa
     labels = data.y_train[:a["subset"]].cpu().numpy()
     per = []
     for (name, seed, opt), g in runs.groupby(["list", "seed", "opt"], sort=False):
-        D = E.label_fractions(E.make_partition(labels, a["clients"], E.CIFAR10["lists"][name], seed))
-        db = E.matrix(g, "delta_b")
+        D = label_fractions(make_partition(labels, a["clients"], CIFAR10["lists"][name], seed))
+        db = entropy.matrix(g, "delta_b")
         N = len(db)
         held = [D[k] > present for k in range(N)]
         size_rho = [stats.spearmanr(db[k][h], D[k][h]).statistic if h.sum() >= 3 else np.nan
                     for k, h in zip(range(N), held)]
         per.append(pd.DataFrame({"list": name, "seed": seed, "opt": opt, "client": np.arange(N),
-                                 "alpha": np.repeat(E.CIFAR10["lists"][name], N // 5), "H": E.true_entropy(D),
+                                 "alpha": np.repeat(CIFAR10["lists"][name], N // 5), "H": true_entropy(D),
                                  "H_hat": sample.entropy_estimate(db, T), "positive": (db > 0).sum(1),
                                  "size_rho": size_rho,
                                  "alike": (np.abs(db) > 0.8 * np.abs(db).max(1, keepdims=True)).mean(1)}))
@@ -805,7 +807,7 @@ def plot_fig11_12(per: pd.DataFrame, seed: int, title: str):
     fig, axes = plots.figure(len(names), 2, width=7.0, row_height=3.2)
     cmap = plt.get_cmap("viridis")
     for i, name in enumerate(names):
-        alphas = E.CIFAR10["lists"][name]
+        alphas = CIFAR10["lists"][name]
         for j, opt in enumerate(("sgd", "adam")):
             ax = axes[i, j]
             g = per[(per.list == name) & (per.seed == seed) & (per.opt == opt)]
@@ -851,27 +853,20 @@ def _slice_len(s: slice) -> int:
     return int(s.stop - s.start)
 
 
-# ------------------------------------------------------------------------------------------ the scorecard
-FIGS_11_12 = {"(1)": "Fig. 11", "(2)": "Fig. 12"}       # the CIFAR-10 alpha list of each figure (appendix 6.11)
-_S35 = "Claim (Sec. 3.5): "
-SCORECARD = [("Theorem 1 (Eq. 8)", "Theorem 1"), ("Theorem 1 (Eq. 50)", "Eq. (50)"), ("Theorem 2,", "Theorem 2"),
-             ("Lemma 2", "Lemma 2"),
-             ("document: HiCS lowers the sampling term", _S35 + "only the sampling term of Theorem 2 depends on the "
-              "sampler, and HiCS-FL makes it smaller than random sampling"),
-             ("document: hence HiCS converges faster", _S35 + "hence HiCS-FL converges faster than random sampling when "
-              "clients are imbalanced"),
-             ("document: as gamma -> 0", _S35 + "as gamma^t decreases, H_Pi approaches H_M (random sampling's)"),
-             ("document: HiCS leads to omega", _S35 + "HiCS-FL leads to omega_k^t = p_k exp(gamma^t H_hat_k) / sum_j p_j "
-              "exp(gamma^t H_hat_j)"),
-             ("Fig. 11:", "Fig. 11"), ("Fig. 12:", "Fig. 12"), ("Eq. 104 vs 105", "Eq. (104)"), ("Eq. 105:", "Eq. (105)"),
-             ("Eq. 106:", "Eq. (106)"), ("Fig. 6(a):", "Fig. 6(a)"), ("Assumption 1:", "Assumption 1"),
-             ("appendix 6.2:", "Claim (appendix 6.2): the local-global gradient difference follows the pattern of "
-              "Assumption 1")]
+
+# ========================================================================================= the page
+def temperature_values(ts: pd.DataFrame) -> dict:
+    """The prose's numbers of :func:`temperature_sweep`: the smallest factor and its largest bound, and the spread
+    of the estimates at factors 1, 4 and 16 (NaN where not swept)."""
+    v = dict(t1_small_factor=float(ts.factor.min()), t1_small_largest=float(ts.largest_bound.iloc[0]))
+    for f in (1, 4, 16):
+        v[f"t1_spread_{f}"] = float(ts.loc[ts.factor == f, "spread"].iloc[0]) if (ts.factor == f).any() else float("nan")
+    return v
 
 
-def scorecard_checks(checks) -> dict:
-    """The theory page's checks by document item (:data:`SCORECARD`): Theorem 1 as stated (Eq. 8) and as its
-    proof ends (Eq. 50), Theorem 2, Lemma 2, the claims of Sec. 3.5, Figs. 11-12 (Fashion-MNIST as a stand-in
-    for CIFAR-10), Eqs. 104-106, and Assumption 1 with Fig. 6(a) and appendix 6.2's reading of it
-    (:func:`flkit.papers.hics.dissimilarity.fig6_checks`, logistic regression as a stand-in for the CNN)."""
-    return E.by_item(checks, SCORECARD)
+def quadratic_words(D: np.ndarray, task: QuadraticTask, s2: np.ndarray, qdf: pd.DataFrame) -> str:
+    """One line on the quadratic clients of Theorem 2: their number, L, the range of sigma_k^2 (:func:`sigma2`) and
+    the initial gap F(theta^0) - F* of :func:`run_quadratic`."""
+    gap0 = float(qdf[(qdf.metric == "gap") & (qdf["round"] == 0)].value.iloc[0])
+    return (f"N = {len(D)}, L = {float(task.problem.A.max()):g}, sigma_k^2 from {s2.min():.3f} to {s2.max():.3f} "
+            f"(mean {s2.mean():.3f}), F(theta^0) - F* = {gap0:.3f}")

@@ -29,7 +29,8 @@ import torch
 
 from flkit import aggregate, fl, participation
 from flkit.papers import claims, settings
-from flkit.papers import mifa
+from flkit.papers.mifa.common import HETERO, SLOPE_TOL, fit_slope
+from flkit.papers.mifa.methods import apply_rule, simulate
 from flkit.seeding import rng
 
 __all__ = ["Z", "ROUNDING", "best_cost", "cost_slope", "trajectory", "derivation_i_lines", "derivation_i_table", "derivation_i_checks", "table_states",
@@ -199,7 +200,7 @@ def general_table(task, *, ps, etas_L, rounds, seeds, draws: int, seed: int = 0)
                 mem, dl = tab.expand(draws, -1, -1), gi.expand(draws, -1, -1)
                 for name, rule, expr in (("MIFA", aggregate.MIFA(), (1 - p) / n * base),
                                          ("U-MIFA", aggregate.UMIFA("literal"), (1 - p) / (n * n * p) * base)):
-                    G, _ = mifa._apply(rule, mem, dl, act, p)
+                    G, _ = apply_rule(rule, mem, dl, act, p)
                     dfv = _step_change(task, w, G, eta).numpy()
                     err = ((grad - G) ** 2).sum(-1).numpy()
                     D = dfv + eta / 2 * g2 - eta / 2 * err
@@ -241,7 +242,7 @@ def general_checks(tab: pd.DataFrame) -> list:
 # ================================================================================================
 def gd_step_sweep(task, method: str, *, eta_L, seeds, rounds: int, b: int = 1, tol: float = 1e-3) -> pd.DataFrame:
     r"""FedGD (every client every round) or FedPGD (b clients uniformly without replacement per round) at every
-    step eta = eta_L / L and seed, from w_0 = 0, through ``mifa.simulate``. Per run: "diverged" (1 when the run left
+    step eta = eta_L / L and seed, from w_0 = 0, through ``flkit.papers.mifa.methods.simulate``. Per run: "diverged" (1 when the run left
     1e6 x its initial metric), "final_ratio" (final / initial :math:`\|\nabla f\|^2`), "converged" (FedGD: final
     ratio <= tol; FedPGD, whose constant step leaves a floor: not diverged and the mean of
     :math:`\|\nabla f\|^2` over the last quarter below its initial value)."""
@@ -250,8 +251,8 @@ def gd_step_sweep(task, method: str, *, eta_L, seeds, rounds: int, b: int = 1, t
     eta_L, seeds = settings.positive(eta_L, "eta_L"), settings.seeds(seeds)
     settings.positive_int(rounds, "rounds", 4)
     runs = pd.DataFrame([(int(s), float(e)) for e in eta_L for s in seeds], columns=["seed", "eta_L"])
-    res = mifa.simulate(task, [method], seeds=runs["seed"].tolist(), eta=runs["eta_L"].to_numpy() / task.L,
-                        p=b / task.n, b=b, rounds=rounds, every=1)
+    res = simulate(task, [method], seeds=runs["seed"].tolist(), eta=runs["eta_L"].to_numpy() / task.L,
+               p=b / task.n, b=b, rounds=rounds, every=1)
     g = res.values[method]["grad_norm2"]                       # (rounds + 1, R), inf after divergence
     div = res.diverged[method] >= 0
     ratio = g[-1] / g[0]
@@ -274,9 +275,9 @@ def gd_step_checks(emax: pd.DataFrame, grid) -> dict:
     rows = {"fedgd": "FedGD", "fedpgd": "FedPGD"}
     out = {}
     for (kind, m), g in emax.groupby(level=["kind", "method"]):
-        base = kind.removesuffix(mifa.HETERO)
+        base = kind.removesuffix(HETERO)
         tab = {"convex": "Convex table", "nonconvex": "Non-convex table"}[base]
-        fam = "heterogeneous client Hessians" if kind.endswith(mifa.HETERO) else "identical client Hessians"
+        fam = "heterogeneous client Hessians" if kind.endswith(HETERO) else "identical client Hessians"
         v = g.droplevel(["kind", "method"])
         ns, y = v.index.to_numpy(dtype=float), v.to_numpy(dtype=float)
         ok = int((y >= at_one - 1e-12).sum())
@@ -285,11 +286,11 @@ def gd_step_checks(emax: pd.DataFrame, grid) -> dict:
             f"{base} ({fam}): {rows[m]} converges (every seed) at eta L = {at_one:.3g}, the largest grid step <= 1, at "
             f"every n ({ok} of {len(y)})", ok == len(y), "converges at the bound's step (constant 1) at every n",
             ours=ok, reference=len(y)))
-        s = mifa.fit_slope(ns, y)[0]
+        s = fit_slope(ns, y)[0]
         out[item].append(claims.bound(
             f"{base} ({fam}): {rows[m]}'s largest converging eta L ({np.nanmin(y):.3g} to {np.nanmax(y):.3g}) does not "
-            f"shrink with n: fitted slope {s:.2f}, not below 0 - {mifa.SLOPE_TOL} (O(1/L): no n in the bound)",
-            s, 0.0, tol=mifa.SLOPE_TOL, side="lower"))
+            f"shrink with n: fitted slope {s:.2f}, not below 0 - {SLOPE_TOL} (O(1/L): no n in the bound)",
+            s, 0.0, tol=SLOPE_TOL, side="lower"))
     return out
 
 
@@ -301,16 +302,16 @@ def zerosarah_sqrt_checks(slopes: pd.DataFrame, eps_exponent: float | None = Non
     is tested the same way (a <= 1 + 0.15)."""
     out = []
     for kind, r in slopes.iterrows():
-        fam = "heterogeneous client Hessians" if kind.endswith(mifa.HETERO) else "identical client Hessians"
+        fam = "heterogeneous client Hessians" if kind.endswith(HETERO) else "identical client Hessians"
         out.append(claims.bound(
-            f"{kind.removesuffix(mifa.HETERO)} ({fam}), ZeroSarah with b = ceil(sqrt n): measured slope of the cost in n "
-            f"{r['slope']:.2f} (bootstrap s.e. {r['se']:.2f}), not above the table's 0.5 + {mifa.SLOPE_TOL} (an O(.) bound, "
-            "tested one-sided)", r["slope"], 0.5, tol=mifa.SLOPE_TOL, side="upper"))
+            f"{kind.removesuffix(HETERO)} ({fam}), ZeroSarah with b = ceil(sqrt n): measured slope of the cost in n "
+            f"{r['slope']:.2f} (bootstrap s.e. {r['se']:.2f}), not above the table's 0.5 + {SLOPE_TOL} (an O(.) bound, "
+            "tested one-sided)", r["slope"], 0.5, tol=SLOPE_TOL, side="upper"))
     if eps_exponent is not None:
         out.append(claims.bound(
             f"nonconvex (identical client Hessians), ZeroSarah with b = ceil(sqrt n), n = {eps_n}: the cost to "
             f"min_t ||grad f(x_t)||^2 <= eps grows like (1/eps)^{eps_exponent:.2f}, not faster than the table's 1/eps "
-            f"(+{mifa.SLOPE_TOL})", eps_exponent, 1.0, tol=mifa.SLOPE_TOL, side="upper"))
+            f"(+{SLOPE_TOL})", eps_exponent, 1.0, tol=SLOPE_TOL, side="upper"))
     return {"Non-convex table: ZeroSarah, complexity": out}
 
 
@@ -326,7 +327,7 @@ def cost_slope(piv: pd.DataFrame, *, boot: int = 1000, seed: int = 0) -> tuple[f
     same resampled seeds at every n and step; the best step chosen again in each resample)."""
     b = best_cost(piv)
     ok = np.isfinite(b["cost"].to_numpy())
-    slope = mifa.fit_slope(b.index.to_numpy(dtype=float)[ok], b["cost"].to_numpy()[ok])[0]
+    slope = fit_slope(b.index.to_numpy(dtype=float)[ok], b["cost"].to_numpy()[ok])[0]
     seeds = np.sort(piv["seed"].unique())
     g = rng(seed, "bootstrap")
     cube = piv.set_index(["n", "eta_L", "seed"])["cost"].unstack("seed")[seeds]       # (n, eta_L) x seeds
@@ -336,5 +337,5 @@ def cost_slope(piv: pd.DataFrame, *, boot: int = 1000, seed: int = 0) -> tuple[f
         med = pd.Series(np.median(cube.to_numpy()[:, cols], axis=1), index=cube.index)
         bc = med.groupby(level="n").min()
         okb = np.isfinite(bc.to_numpy())
-        out.append(mifa.fit_slope(bc.index.to_numpy(dtype=float)[okb], bc.to_numpy()[okb])[0])
+        out.append(fit_slope(bc.index.to_numpy(dtype=float)[okb], bc.to_numpy()[okb])[0])
     return float(slope), float(np.nanstd(out, ddof=1))

@@ -3,7 +3,7 @@ r"""Page "training comparison on FMNIST" of the HiCS-FL chapter (document 004, S
 
 The document's setting (Sec. 4.1, appendix 6.1): FMNIST, N = 50 clients in five groups of 10 split with the
 alpha lists (1) {0.001, 0.002, 0.005, 0.01, 0.5}, (2) {0.001, 0.002, 0.005, 0.01, 0.2}, (3) {0.001}
-(:data:`flkit.papers.hics.entropy.FMNIST`); K = 5 clients per round (10%); FedAvg with mini-batch SGD,
+(:data:`flkit.papers.hics.common.FMNIST`); K = 5 clients per round (10%); FedAvg with mini-batch SGD,
 :math:`\eta` = 0.001, R = 2 local epochs, B = 64; 200 rounds; five samplers: random (proportional to
 :math:`n_k`, without replacement), pow-d (ideal, d = N), Clustered Sampling, DivFL (ideal) and HiCS-FL
 (:class:`flkit.sample.HiCS`, ``variant="paper"``). Curves are smoothed with a Savitzky-Golay filter (window
@@ -38,9 +38,9 @@ CIFAR-10 and CIFAR-100 (Sec. 4.1, appendix 6.1; Figs. 3, 4(b), 15, 16 and Table 
 ``smoke-cifar10``: seconds, for the tests), not executed here (no CIFAR files; flkit.owed lists them):
 FedProx (:math:`\mu` = 0.1, appendix 6.1.2) with Adam (torch's defaults, fresh moments every round),
 :math:`\eta` = 0.001, R = 2, B = 64; CIFAR-10: N = 50 in five groups of 10, K = 10 (20%), 500 rounds, the
-alpha lists (1)-(3) of :data:`flkit.papers.hics.entropy.CIFAR10`, :math:`\gamma^0` = 4; CIFAR-100: N = 100 in
-five groups of 20, K = 20, 1000 rounds, lists (1)-(2) of :data:`~flkit.papers.hics.entropy.CIFAR100` (the
-document has two), :math:`\gamma^0` = 2; both: T = 0.0015 (:data:`flkit.papers.hics.entropy.CIFAR_T`),
+alpha lists (1)-(3) of :data:`flkit.papers.hics.common.CIFAR10`, :math:`\gamma^0` = 4; CIFAR-100: N = 100 in
+five groups of 20, K = 20, 1000 rounds, lists (1)-(2) of :data:`~flkit.papers.hics.common.CIFAR100` (the
+document has two), :math:`\gamma^0` = 2; both: T = 0.0015 (:data:`flkit.papers.hics.common.CIFAR_T`),
 :math:`\lambda` = 0.1, M = K, pow-d with d = N, DivFL ideal; the document's CNN of three 3x3 convolutions
 and two linear layers (:func:`flkit.models.hics_cifar10`, :func:`~flkit.models.hics_cifar100`); inputs
 normalised with the code's CIFAR-10 statistics (``flkit.datasets.PAPER_STATS[("hics", "cifar10")]``; the
@@ -62,6 +62,7 @@ client); its standard deviation (Fig. 14) is taken over seeds, round by round.
 from __future__ import annotations
 
 import copy
+import platform
 import re
 import time
 from pathlib import Path
@@ -71,41 +72,22 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import aggregate, datasets, fl, models, results, sample
+from flkit import aggregate, fl, results, sample
 from flkit.papers import claims, settings
-from flkit.papers.hics import entropy as E
-from flkit.papers.hics.entropy import CIFAR_T
-from flkit.tasks import EngineTask
+from flkit.papers.hics import items
+from flkit.papers.hics.common import (CIFAR_T, DATASETS, DOC_NAMES, DOC_SPEEDUP, DOC_TABLE1, DOC_TARGET, METHODS,
+                                      MODELS, SG, TABLE1_SETTING, make_partition, make_task, rounds_to_target, savgol,
+                                      split_alphas)
 
-__all__ = ["METHODS", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "DOC_TABLE1_CIFAR", "TABLE1_SETTING", "SG", "DATASETS",
-           "PROFILES", "profile", "store_name", "savgol",
-           "rounds_to_target", "make_task", "batch_clients", "split_alphas", "algorithms", "is_setting2_main", "run_job", "jobs", "sweep", "client_trainings", "evaluations",
-           "paper_estimate", "truncate", "smoothed_mean",
-           "rounds_table", "table1", "plot_metric", "variability", "claim_checks", "DOC_NAMES", "table1_checks", "SCORECARD",
-           "scorecard_checks"]
+__all__ = ["PROFILES", "profile", "store_name", "algorithms", "is_setting2_main", "run_job", "jobs", "sweep",
+           "client_trainings", "evaluations", "paper_estimate", "truncate", "smoothed_mean", "rounds_table", "table1",
+           "plot_metric", "variability", "claim_checks", "claim_words", "table1_checks",
+           # the page
+           "PROXY_WORDS", "describe", "training_minutes", "plot_learning_rate", "learning_rate_values",
+           "last_accuracy", "variability_table", "late_values", "target_accuracy", "divfl_runs", "with_divfl",
+           "table1_both", "table1_values", "claim_values", "cnn_estimate"]
 
-METHODS = ("random", "pow-d", "CS", "DivFL", "HiCS-FL")
-DOC_TABLE1 = {"random": 149, "pow-d": 79, "CS": 114, "DivFL": 478, "HiCS-FL": 60}   # Table 1, FMNIST, setting (2)
-DOC_SPEEDUP = {"random": 1.0, "pow-d": 1.8, "CS": 1.3, "DivFL": 0.3, "HiCS-FL": 2.5}   # as printed in Table 1
-DOC_TARGET = 0.75
-TABLE1_SETTING = "(2)"                                                              # Table 1's columns
-SG = (13, 3)                                                                        # window, order (Sec. 4)
-# Table 1's CIFAR columns (setting (2)): target accuracy, rounds to it, speed-up over random, as printed
-DOC_TABLE1_CIFAR = {
-    "cifar10": dict(target=0.6, rounds={"random": 898, "pow-d": 1037, "CS": 748, "DivFL": 1417, "HiCS-FL": 123},
-                    speedup={"random": 1.0, "pow-d": 0.9, "CS": 1.2, "DivFL": 0.6, "HiCS-FL": 7.3}),
-    "cifar100": dict(target=0.3, rounds={"random": 549, "pow-d": 770, "CS": 530, "DivFL": 1345, "HiCS-FL": 336},
-                     speedup={"random": 1.0, "pow-d": 0.71, "CS": 1.03, "DivFL": 0.4, "HiCS-FL": 1.63})}
-# per data set: the alpha lists, the stored jobs' experiment name, the input normalisation (mean, std)
-DATASETS = {
-    "fashion-mnist": dict(lists=E.FMNIST["lists"], experiment="fmnist_training", norm=E.NORM),
-    "cifar10": dict(lists=E.CIFAR10["lists"], experiment="cifar10_training",
-                    norm=datasets.PAPER_STATS[("hics", "cifar10")]),
-    "cifar100": dict(lists=E.CIFAR100["lists"], experiment="cifar100_training",     # the code has no CIFAR-100:
-                     norm=datasets.PAPER_STATS[("hics", "cifar10")]),                 # its CIFAR-10 statistics
-}
 _CIFAR_KEYS = ("dataset", "opt", "prox_mu", "temperature", "gamma0")   # job keys of the CIFAR jobs only
-DROPOUT_STREAM = "dropout/{t}/{client}"   # the Fashion-MNIST CNN's dropout masks: one stream per (seed, round, client)
 
 _BASE = dict(dataset="fashion-mnist", opt="sgd", prox_mu=0.0, temperature=None, gamma0=None,   # None: HiCS's own
              clients=50, k=5, epochs=2, batch_size=64, rounds=200, settings=["(1)", "(2)", "(3)"],
@@ -136,8 +118,6 @@ PROFILES = {
                           batch_size=16, gamma0=4.0, seeds=[0], divfl_seeds=[0], settings=["(2)"],
                           divfl_settings=["(2)"], table1_rounds=14),
 }
-_MODELS = {"logreg": models.logreg, "hics_fmnist_paper": models.hics_fmnist_paper, "hics_cifar10": models.hics_cifar10,
-           "hics_cifar100": models.hics_cifar100}
 _FITS = {"fashion-mnist": ("logreg", "hics_fmnist_paper"), "cifar10": ("hics_cifar10",), "cifar100": ("hics_cifar100",)}
 
 
@@ -145,12 +125,12 @@ def profile(name: str, **overrides) -> dict:
     """The page's settings (module docstring); overrides that are not None replace the profile's."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
-    cfg = settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, f"hics experiments profile {name!r}")
+    cfg = settings.with_overrides(copy.deepcopy(PROFILES[name]), overrides, f"hics fmnist profile {name!r}")
     if cfg["dataset"] not in DATASETS:
         raise ValueError(f"unknown dataset {cfg['dataset']!r}; choose one of {sorted(DATASETS)}")
     lists = DATASETS[cfg["dataset"]]["lists"]
-    if cfg["model"] not in _MODELS:
-        raise ValueError(f"model must be one of {sorted(_MODELS)}, got {cfg['model']!r}")
+    if cfg["model"] not in MODELS:
+        raise ValueError(f"model must be one of {sorted(MODELS)}, got {cfg['model']!r}")
     if cfg["model"] not in _FITS[cfg["dataset"]]:
         raise ValueError(f"model {cfg['model']!r} does not take {cfg['dataset']}; "
                          f"choose one of {list(_FITS[cfg['dataset']])}")
@@ -196,75 +176,7 @@ def store_name(name: str) -> str:
     return f"tmp/{folder}" if name.startswith("smoke") else folder
 
 
-# ------------------------------------------------------------------------------------------ smoothing
-def savgol(y, window: int = SG[0], order: int = SG[1]) -> np.ndarray:
-    """Savitzky-Golay smoothing (Schafer 2011, the document's ref. [29]): each point replaced by the value at
-    its position of the degree-``order`` least-squares polynomial through the ``window`` points centred on
-    it; the first and last window//2 points take the values of the polynomial fitted to the first (last)
-    window (scipy's ``mode="interp"``)."""
-    y = np.asarray(y, dtype=np.float64)
-    if window % 2 == 0 or not order < window <= len(y):
-        raise ValueError(f"need an odd window > order and <= len(y) = {len(y)}, got window={window}, order={order}")
-    h = window // 2
-    V = np.vander(np.arange(-h, h + 1, dtype=np.float64), order + 1, increasing=True)
-    P = np.linalg.pinv(V)                                   # (order+1, window): window values -> coefficients
-    out = np.convolve(y, P[0][::-1], mode="same")
-    for lo, pos in ((0, np.arange(h)), (len(y) - window, np.arange(h + 1, window))):
-        coef = P @ y[lo:lo + window]
-        out[lo + pos] = np.vander(pos - h, order + 1, increasing=True).astype(np.float64) @ coef
-    return out
-
-
-def rounds_to_target(acc, target: float, rounds=None, *, smooth: bool = True) -> float:
-    """First round whose (Savitzky-Golay smoothed) test accuracy is >= ``target``; NaN when never.
-    ``rounds``: the round numbers of ``acc`` (default 0, 1, ...)."""
-    a = savgol(acc) if smooth else np.asarray(acc, dtype=np.float64)
-    r = np.arange(len(a)) if rounds is None else np.asarray(rounds)
-    hit = np.flatnonzero(a >= target)
-    return float(r[hit[0]]) if hit.size else float("nan")
-
-
 # ------------------------------------------------------------------------------------------ training
-def make_task(data, part, cfg: dict) -> EngineTask:
-    """The clients of ``part`` training ``cfg['model']`` (R epochs, batch B, lr) with plain SGD, or with
-    ``cfg['opt']`` and the FedProx term ``cfg['prox_mu']`` where given (CIFAR), recording the test accuracy and
-    the training loss over all clients' data. A round's clients train together or one at a time
-    (``cfg['vectorized']``: True, False, or "auto", the default, :func:`batch_clients`); the two give the same
-    numbers up to rounding (tests/test_hics_batched.py)."""
-    n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
-    name = cfg.get("dataset", "fashion-mnist")
-    if name == "fashion-mnist":
-        mean, std = E.NORM
-        x, x_test = (data.x_train[:n] - mean) / std, (data.x_test - mean) / std
-    else:
-        mean, std = DATASETS[name]["norm"]
-        x, x_test = datasets.normalize(data.x_train[:n], mean, std), datasets.normalize(data.x_test, mean, std)
-    # The Fashion-MNIST CNN's BatchNorm keeps per-client batch and running statistics when a round's clients train
-    # together (short last batches: statistics over their own samples), and its dropout masks come from each
-    # client's own stream in both paths, so the batched path gives the one-client loop's numbers
-    # (tests/test_hics_batched.py); a batched step computes only the clients that still have steps (their sizes
-    # differ tenfold). The CIFAR CNNs keep torch's RNG for dropout (per-client masks of their three dropout
-    # layers would take ~20 MB per client and round).
-    fmnist_cnn = name == "fashion-mnist" and cfg["model"] != "logreg"
-    vec = cfg.get("vectorized", "auto")
-    vec = batch_clients(cfg["model"], data.x_train.device) if vec == "auto" else vec
-    return EngineTask(_MODELS[cfg["model"]]().to(data.x_train.device), x, data.y_train[:n], part.indices,
-                      x_test, data.y_test, batch_size=cfg["batch_size"], epochs=cfg["epochs"],
-                      local_lr=cfg["lr"], opt=cfg.get("opt", "sgd"), prox_mu=cfg.get("prox_mu", 0.0),
-                      train_metrics=True, vectorized=vec,
-                      dropout_stream=DROPOUT_STREAM if fmnist_cnn else None, skip_done=fmnist_cnn)
-
-
-def batch_clients(model: str, device) -> bool:
-    """Whether a round's clients train together (the engine's grouped path) by default: always for logistic
-    regression and the CIFAR CNNs; for the Fashion-MNIST CNN (BatchNorm, PReLU, dropout) on a GPU only, where one
-    step of all clients replaces one step per client (~30x the loop's rate on an H100 for CNNs of this size,
-    results/benchmarks/engine_h100.csv). On a CPU its batched steps cost 1.1x (5 clients) to 2x (50 clients) the
-    loop's CPU time (activations of all clients at once, out of the caches: results/benchmarks/hics_batched_cpu.csv),
-    so the CPU keeps the one-client loop; the numbers are the same up to rounding either way."""
-    return model != "hics_fmnist_paper" or torch.device(device).type != "cpu"
-
-
 def algorithms(task, cfg: dict, methods, lr: float | None = None) -> dict:
     """{method: fl.Algorithm}: FedAvg (uniform over the K selected updates, server step 1) with each sampler;
     HiCS-FL with ``cfg``'s ``temperature`` and ``gamma0`` where given (else the sampler's FMNIST values)."""
@@ -298,7 +210,7 @@ def run_job(job: dict, data, *, checkpoint_dir=None, deadline: float | None = No
     if getattr(data, "name", want) != want:
         raise ValueError(f"job of dataset {want!r} given data of {data.name!r}")
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
-    part = E.make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], job["alphas"], job["seed"])
+    part = make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], job["alphas"], job["seed"])
     task = make_task(data, part, cfg)
     ckpt = None
     if checkpoint_dir is not None:
@@ -307,19 +219,6 @@ def run_job(job: dict, data, *, checkpoint_dir=None, deadline: float | None = No
                  checkpoint=ckpt, deadline=deadline, checkpoint_every_s=checkpoint_every_s)
     t = res.tidy()
     return t[t["metric"].isin(["test_acc", "train_loss"])].reset_index(drop=True)
-
-
-def split_alphas(setting: str, dataset: str = "fashion-mnist") -> list[float]:
-    """The alpha of each of the five client groups. FMNIST's setting (3), {0.001}, has one value: five groups
-    of 10 clients, each split with alpha = 0.001 (one group of 50 at alpha = 0.001 cannot give every client the
-    code's minimum of 20% of the average size; the document does not say how it split this setting)."""
-    if dataset not in DATASETS:
-        raise ValueError(f"unknown dataset {dataset!r}; choose one of {sorted(DATASETS)}")
-    lists = DATASETS[dataset]["lists"]
-    if setting not in lists:
-        raise ValueError(f"unknown setting {setting!r} of {dataset}; choose one of {sorted(lists)}")
-    al = list(lists[setting])
-    return al * 5 if len(al) == 1 else al
 
 
 def jobs(cfg: dict) -> list[dict]:
@@ -389,7 +288,7 @@ def paper_estimate(data, cfg: dict, rounds: int = 2, evaluation: bool = False) -
     of one evaluation of the global model (test accuracy and training loss: every image of both sets, timed
     once) and ``eval_hours``: that times the profile's :func:`evaluations`."""
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
-    part = E.make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], split_alphas("(2)", cfg["dataset"]), 0)
+    part = make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], split_alphas("(2)", cfg["dataset"]), 0)
     task = make_task(data, part, cfg)
     w = task.init_params([0])
     runs = fl.Runs([0], torch.tensor([float(cfg["lr"])], dtype=task.dtype), ["random"])
@@ -582,10 +481,7 @@ def claim_words(checks, verdict: str) -> str:
     return "; ".join(parts + other) or "none"
 
 
-# ------------------------------------------------------------------------------------------ the scorecard
-DOC_NAMES = {"random": "Random", "pow-d": "pow-d (ideal)", "CS": "CS", "DivFL": "DivFL (ideal)", "HiCS-FL": "HiCS-FL"}
-
-
+# ------------------------------------------------------------------------------------------ Table 1's checks
 def table1_checks(table: pd.DataFrame, setting: str = TABLE1_SETTING) -> dict:
     """Table 1's FMNIST column (setting (2)) against the document's, one check per printed number, by document
     item: each method's per-seed rounds until the smoothed test accuracy reaches 0.75 against the document's
@@ -603,28 +499,167 @@ def table1_checks(table: pd.DataFrame, setting: str = TABLE1_SETTING) -> dict:
             continue
         name = DOC_NAMES[m]
         sp = (base.reindex(v.index) / v).to_numpy(dtype=float)
-        out[f"Table 1: FMNIST, rounds to 0.75, {name}"] = [claims.agree(
+        out[items.table1("rounds to 0.75", m)] = [claims.agree(
             f"Table 1, FMNIST, {name}: rounds to 0.75 (setting {setting}, mean over the seeds that reach it)",
             v.to_numpy(dtype=float), DOC_TABLE1[m], threshold=0.5)]
-        out[f"Table 1: FMNIST, speed-up, {name}"] = [claims.agree(
+        out[items.table1("speed-up", m)] = [claims.agree(
             f"Table 1, FMNIST, {name}: speed-up over random to 0.75 (per seed)", sp, DOC_SPEEDUP[m], threshold=0.05)]
     return out
 
 
-_S41 = "Claim (Sec. 4.1): on FMNIST "
-SCORECARD = [("setting (1): HiCS-FL reaches", "Fig. 2"), ("setting (2): HiCS-FL reaches", "Fig. 2"),
-             ("setting (3): HiCS-FL reaches", "Fig. 2"),
-             ("setting (1): HiCS-FL's training loss fluctuates", _S41 + "HiCS-FL has the least amount of variance"),
-             ("setting (2): HiCS-FL's training loss fluctuates", _S41 + "HiCS-FL has the least amount of variance"),
-             ("setting (3): HiCS-FL's training loss fluctuates", _S41 + "HiCS-FL has the least amount of variance"),
-             ("HiCS-FL's speed-up over random larger in setting (1)",
-              _S41 + "the acceleration is particularly significant in setting (1)")]
+
+# ------------------------------------------------------------------------------------------ the page
+PROXY_WORDS = {"gradient": "the document's one-step gradient of every client",
+               "update": "every client's full local update"}
 
 
-def scorecard_checks(claim_checks: list, table1: dict) -> dict:
-    """The page's checks by document item: the text's claims of Sec. 4.1 (:func:`claim_checks`; the rounds to
-    the target are Fig. 2's claim of fastest convergence) and Table 1's FMNIST column (:func:`table1_checks`)."""
-    out = E.by_item(claim_checks, SCORECARD)
-    for k, v in table1.items():
-        out.setdefault(k, []).extend(v)
+def describe(name: str, cfg: dict) -> str:
+    """One line: the profile ``name`` and its settings ``cfg``."""
+    return (f"profile={name}: model {cfg['model']}, N = {cfg['clients']}, K = {cfg['k']}, R = {cfg['epochs']}, "
+            f"B = {cfg['batch_size']}, eta = {cfg['lr']}, {cfg['rounds']} rounds, seeds {cfg['seeds']}, "
+            f"DivFL's proxy: {cfg['divfl_proxy']}")
+
+
+def training_minutes(cfg: dict, store) -> float:
+    """Minutes the stored runs of ``cfg``'s jobs took when they were computed (their manifests)."""
+    return sum(store.manifest(j)["wall_time_s"] for j in jobs(cfg)) / 60
+
+
+def _lr_runs(table: pd.DataFrame, cfg: dict) -> pd.DataFrame:
+    """Test accuracy of random and HiCS-FL at the two learning rates: ``lr_setting``, the first ``lr_alt`` seed."""
+    return table[(table.metric == "test_acc") & (table.setting == cfg["lr_setting"])
+                 & (table.seed == cfg["lr_alt_seeds"][0]) & table.method.isin(["random", "HiCS-FL"])
+                 & table.group.isin(["main", "lr_alt"])]
+
+
+def plot_learning_rate(table: pd.DataFrame, cfg: dict):
+    """Random and HiCS-FL at ``lr`` (solid) and ``lr_alt`` (dashed), smoothed over the raw curve."""
+    fig, ax = plt.subplots(figsize=(7.0, 3.0))
+    for (g, m), d in _lr_runs(table, cfg).groupby(["group", "method"]):
+        lr, c = (cfg["lr"], "-") if g == "main" else (cfg["lr_alt"], "--")
+        line, = ax.plot(d["round"], savgol(d["value"].to_numpy()), c, lw=1.6, label=f"{m}, eta = {lr:g}")
+        ax.plot(d["round"], d["value"], c, lw=0.5, alpha=0.5, color=line.get_color())
+    ax.set(xlabel="communication round", ylabel="test accuracy",
+           title=f"Setting {cfg['lr_setting']}, seed {cfg['lr_alt_seeds'][0]}: the local learning rate")
+    ax.legend(fontsize=9, title="method, local SGD step", title_fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def learning_rate_values(table: pd.DataFrame, cfg: dict) -> dict:
+    """``lr_<group>_<method>``: the last round's test accuracy of :func:`plot_learning_rate`'s runs (NaN: not run)."""
+    runs = _lr_runs(table, cfg)
+    fin = runs[runs["round"] == cfg["rounds"]].set_index(["group", "method"])["value"]
+    return {f"lr_{g}_{m}": float(fin.get((g, m), np.nan)) for g in ("main", "lr_alt") for m in ("random", "HiCS-FL")}
+
+
+def last_accuracy(acc: pd.DataFrame, rounds: int) -> tuple[pd.DataFrame, dict]:
+    """The mean test accuracy at round ``rounds`` per method and setting (``acc``: :func:`smoothed_mean`), for
+    display, and its values ``acc_<method>_<setting>``."""
+    last = acc[(acc["round"] == rounds) & acc.group.isin(["main", "divfl"])].pivot(index="method", columns="setting",
+                                                                                   values="mean")
+    shown = last.reindex([m for m in METHODS if m in last.index]).round(3).astype(object).fillna("n/a (not run)")
+    values = {f"acc_{m}_{s.strip('()')}": float(v) for (m, s), v in last.stack().items()}
+    return shown.rename_axis("test accuracy at the last round"), values
+
+
+def variability_table(var: pd.DataFrame, sd: pd.DataFrame, start: int) -> pd.DataFrame:
+    """Per method and setting: the mean late training loss and its fluctuation (``var``: :func:`variability`) and
+    the mean over rounds >= ``start`` of the standard deviation over seeds (``sd``: :func:`smoothed_mean`)."""
+    vt = var.groupby(["setting", "method"])[["late_loss", "fluctuation"]].mean().unstack("setting")
+    sdm = sd[sd["round"] >= start].groupby(["method", "setting"])["std"].mean().unstack("setting")
+    return pd.concat({**{k: vt[k] for k in ("late_loss", "fluctuation")}, "sd over seeds": sdm}, axis=1)
+
+
+def late_values(vt: pd.DataFrame) -> dict:
+    """``late_<method>_3``: the late training loss of CS, HiCS-FL and random in setting (3) (NaN: not run)."""
+    return {f"late_{m}_3": float(vt.loc[m, ("late_loss", "(3)")]) if "(3)" in vt["late_loss"] else float("nan")
+            for m in ("CS", "HiCS-FL", "random")}
+
+
+def target_accuracy(acc: pd.DataFrame, rounds: int) -> float:
+    """The page's own target: random sampling's smoothed mean test accuracy in setting (2) at round 100 (or
+    ``rounds`` when shorter)."""
+    a2 = acc[(acc.group == "main") & (acc.setting == "(2)") & (acc.method == "random")].set_index("round")["smoothed"]
+    return float(a2.loc[min(100, rounds)])
+
+
+def divfl_runs(name: str, data, store, *, seeds=None, rounds=None) -> dict:
+    """{proxy: table}: the DivFL runs of profile ``name`` in Table 1's setting with the one-step gradient proxy
+    ("gradient", the document's) and with every client's full update ("update"), each run whole."""
+    out = {}
+    for proxy in ("gradient", "update"):
+        cfg = profile(name, seeds=seeds, rounds=rounds, divfl_proxy=proxy, divfl_settings=[TABLE1_SETTING])
+        out[proxy] = results.sweep([j for j in jobs(cfg) if j["group"] == "divfl"], lambda j: run_job(j, data), store,
+                                   progress=False)
     return out
+
+
+def with_divfl(table: pd.DataFrame, divfl: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with its DivFL runs replaced by ``divfl``."""
+    return pd.concat([table[table.method != "DivFL"], divfl], ignore_index=True)
+
+
+def table1_both(t1: pd.DataFrame, t1u: pd.DataFrame) -> pd.DataFrame:
+    """:func:`table1` with DivFL's one-step gradient proxy (``t1``, the one scored), and DivFL's row with the
+    full-update proxy (``t1u``) beside it."""
+    return pd.concat([t1.rename(index={"DivFL": "DivFL (one-step gradient proxy)"}),
+                      t1u.loc[["DivFL"]].rename(index={"DivFL": "DivFL (full-update proxy)"})])
+
+
+def table1_values(t1: pd.DataFrame, t1u: pd.DataFrame, target: float, divfl: dict) -> dict:
+    """The prose's numbers of Table 1: rounds and speed-ups to ``target`` per method (``rt_<m>``, ``sp_<m>``),
+    random's rounds to the document's 0.75, DivFL's rounds with each proxy, and the horizons of DivFL's runs."""
+    col = f"ours: rounds to {target:.3f}"
+    v = {"paper_divfl_rounds": profile("paper")["divfl_table1_rounds"],
+         "rt_doc_random": t1.loc["random", f"ours: rounds to {DOC_TARGET:.3f}"]}
+    for m in METHODS:
+        v[f"rt_{m}"] = t1.loc[m, col]
+        v[f"sp_{m}"] = t1.loc[m, f"ours: speed-up ({target:.3f})"]
+    for proxy, t in (("gradient", t1), ("update", t1u)):
+        v[f"rt_DivFL_{proxy}"] = t.loc["DivFL", col]
+    runs = pd.concat(divfl.values(), ignore_index=True)
+    v["divfl_t1_rounds"] = int(runs["round"].max()) if len(runs) else 0
+    return v
+
+
+def claim_values(checks: list, rt: pd.DataFrame, rounds: int) -> dict:
+    """The prose's words and counts of :func:`claim_checks`: the summary, the number and the words of the checks
+    of each verdict, the verdict on the ranking, and the method fastest to the target in Table 1's setting (mean
+    over seeds, not reached counted as ``rounds`` + 1)."""
+    tbl = claims.frame(checks)
+    v = {"checks_summary": claims.summary(checks)}
+    for verdict in ("confirmed", "contradicted", "not testable at this scale"):
+        v[f"n_{verdict.split()[0]}"] = int((tbl.verdict == verdict).sum())
+        v[f"w_{verdict.split()[0]}"] = claim_words(checks, verdict)
+    n_bad, n_open = int((tbl.verdict == "contradicted").sum()), int((tbl.verdict == "not testable at this scale").sum())
+    v["ranking_verdict"] = ("holds here" if not n_bad and not n_open else "does not hold here" if n_bad
+                            else "is not decided at this scale")
+    r2 = rt[rt.group.isin(["main", "divfl"]) & (rt.setting == TABLE1_SETTING)]
+    v["t1_fastest"] = r2.assign(rounds=r2["rounds"].fillna(rounds + 1)).groupby("method")["rounds"].mean().idxmin()
+    return v
+
+
+def cnn_estimate(name: str, data, store) -> tuple[dict, str]:
+    """The document's CNN on this machine (:func:`paper_estimate` of the ``paper`` profile, two rounds, stored per
+    host in the book's store; a smoke run that finds none there stores its own in ``store``): seconds per client
+    training and per evaluation, and the hours of the ``paper`` profile's trainings and evaluations (its jobs
+    now, each for its own rounds). Returns (values, one line in words)."""
+    pcfg = profile("paper")
+    est_cfg = dict(experiment="fmnist_paper_estimate", model=pcfg["model"], rounds=2, k=pcfg["k"],
+                   host=platform.machine(), divfl_proxy=pcfg["divfl_proxy"], evaluation=True)
+    est_store = results.book_store("hics")         # the timing is the machine's, whatever the profile ...
+    if name == "smoke" and not est_store.done(est_cfg):
+        est_store = store                          # ... but a smoke run writes nothing into the book's results
+    est = results.sweep([est_cfg], lambda c: paper_estimate(data, pcfg, rounds=2, evaluation=True), est_store,
+                        progress=False).set_index("metric")["value"]
+    n_train, n_eval = client_trainings(pcfg), evaluations(pcfg)
+    train_h = float(est["seconds_per_client"]) * n_train / 3600
+    eval_h = float(est["seconds_per_evaluation"]) * n_eval / 3600
+    values = dict(cnn_s=float(est["seconds_per_client"]), cnn_train_h=train_h,
+                  cnn_eval_s=float(est["seconds_per_evaluation"]), cnn_eval_h=eval_h, cnn_h=train_h + eval_h)
+    words = (f"training: {est['seconds_per_client']:.2f} s per client training x {n_train:,} -> {train_h:.0f} h; "
+             f"evaluation: {est['seconds_per_evaluation']:.1f} s each x {n_eval:,} -> {eval_h:.0f} h; "
+             f"about {train_h + eval_h:.0f} h on this CPU (one thread)")
+    return values, words
