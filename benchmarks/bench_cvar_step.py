@@ -20,12 +20,12 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from flkit import engine, models  # noqa: E402
+from flkit import engine, models, objectives  # noqa: E402
 from flkit.fastsgd import FastSGD  # noqa: E402
-from flkit.papers import cvar  # noqa: E402
+from flkit.papers.cvar import algorithm  # noqa: E402
 from flkit.seeding import torch_gen  # noqa: E402
 
-LR = cvar.learning_rates(1e-2, 5e-4)  # Table 1's eta_theta, eta_t
+LR = algorithm.learning_rates(1e-2, 5e-4)  # Table 1's eta_theta, eta_t
 
 
 def timed(fn, steps: int) -> float:
@@ -56,14 +56,14 @@ def main() -> None:
     x = torch.rand(6000, 1, 28, 28, device=dev, generator=g)
     y = torch.randint(0, 10, (6000,), device=dev, generator=g)
     for M in a.models:
-        P0 = cvar.init(engine.stack(net, M, torch_gen(0, "init", dev)), 0.3, 0.1).params
+        P0 = algorithm.init(engine.stack(net, M, torch_gen(0, "init", dev)), 0.3, 0.1).params
         idx = torch.randint(0, 6000, (M, a.batch), device=dev, generator=g)
         base = None
         for name in ["baseline"] + [v for v in a.variants if v != "baseline"]:
             setup = VARIANTS.get(name) or _tuned(name)
             torch.backends.cudnn.benchmark = name != "baseline"
             try:
-                fast = FastSGD(net, P0, x, y, a.batch, lr=LR, objective=cvar.cvar_objective, cuda_graph=False,
+                fast = FastSGD(net, P0, x, y, a.batch, lr=LR, objective=objectives.cvar_objective, cuda_graph=False,
                                       backend="fused" if name.startswith("fused") else "grouped")
                 restore = setup(fast)
                 start = {k: v.clone() for k, v in fast.P.items()}
@@ -88,7 +88,7 @@ def main() -> None:
         if a.profile:
             from torch.profiler import ProfilerActivity, profile
             torch.backends.cudnn.benchmark = False
-            fast = FastSGD(net, P0, x, y, a.batch, lr=LR, objective=cvar.cvar_objective, cuda_graph=False,
+            fast = FastSGD(net, P0, x, y, a.batch, lr=LR, objective=objectives.cvar_objective, cuda_graph=False,
                                   backend=a.profile)
             fast.idx.copy_(idx)
             fast._step()

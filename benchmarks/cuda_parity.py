@@ -5,7 +5,7 @@
     python benchmarks/cuda_parity.py --device cpu --quick                               # the CPU dry run's
 
 engine.local_train(vectorized="grouped" | "vmap") against the sequential per-model loop, the Fed-CVaR
-local steps through flkit.fastsgd.FastSGD (CUDA graphs) against cvar.run_round, and the Triton kernels of
+local steps through flkit.fastsgd.FastSGD (CUDA graphs) against algorithm.run_round, and the Triton kernels of
 flkit.fused against torch's conv/pool and FastSGD's grouped backend, in float32 with TF32 off. The
 one-model loop of the CNNs still to run at a document's scale (HiCS-FL's Fashion-MNIST CNN
 ``hics_fmnist_paper``, dropout off; FedAU's ``fedau_fmnist``) in float32 on the device against the same
@@ -22,10 +22,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from flkit import engine, models  # noqa: E402
+from flkit import engine, models, objectives  # noqa: E402
 from flkit.batches import epoch_batches  # noqa: E402
 from flkit.fastsgd import FastSGD  # noqa: E402
-from flkit.papers import cvar  # noqa: E402
+from flkit.papers.cvar import algorithm  # noqa: E402
 from flkit.seeding import resolve_device, torch_gen  # noqa: E402
 
 
@@ -93,14 +93,14 @@ def main(argv=None) -> None:
     x = torch.rand(400, 1, 28, 28, device=dev, generator=g)
     y = torch.randint(0, 10, (400,), device=dev, generator=g)
     M = 4
-    state = cvar.init(engine.stack(net, M, torch_gen(0, "init", dev)), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
-    users = cvar.Users(torch.stack([torch.randperm(400, device=dev, generator=g)[:100] for _ in range(M)])[:, None],
+    state = algorithm.init(engine.stack(net, M, torch_gen(0, "init", dev)), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
+    users = algorithm.Users(torch.stack([torch.randperm(400, device=dev, generator=g)[:100] for _ in range(M)])[:, None],
                        torch.tensor([[100], [70], [33], [9]], device=dev))
-    fast = FastSGD(net, state.params, x, y, 32, lr=cvar.learning_rates(0.05, 0.01), objective=cvar.cvar_objective)
+    fast = FastSGD(net, state.params, x, y, 32, lr=algorithm.learning_rates(0.05, 0.01), objective=objectives.cvar_objective)
     sel = torch.zeros(M, dtype=torch.long, device=dev)
     for n in range(3):
         gens = lambda: [torch_gen(m, f"batch/{n}", dev) for m in range(M)]  # noqa: E731
-        state, _ = cvar.run_round(state, net, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=32,
+        state, _ = algorithm.run_round(state, net, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=2, batch_size=32,
                               generators=gens())
         pool, size = users.relayed(sel)
         fast.train(*epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad"))
@@ -174,10 +174,10 @@ def fused_rows(dev, g) -> list:
     net = models.build("cvar_lenet").to(dev)
     x = torch.rand(2000, 1, 28, 28, device=dev, generator=g)
     y = torch.randint(0, 10, (2000,), device=dev, generator=g)
-    P0 = cvar.init(engine.stack(net, 8, torch_gen(0, "init", dev)), 0.3, 0.1).params
+    P0 = algorithm.init(engine.stack(net, 8, torch_gen(0, "init", dev)), 0.3, 0.1).params
     out = {}
     for backend in ("grouped", "fused"):
-        fast = FastSGD(net, P0, x, y, 128, lr=cvar.learning_rates(1e-2, 5e-4), objective=cvar.cvar_objective,
+        fast = FastSGD(net, P0, x, y, 128, lr=algorithm.learning_rates(1e-2, 5e-4), objective=objectives.cvar_objective,
                               backend=backend)
         fast.precision = "ieee"
         gb = torch.Generator(device=dev).manual_seed(1)

@@ -11,7 +11,8 @@ import pytest
 from flkit import results
 from flkit.papers import claims, scorecard
 from flkit.papers.across import ITEM, sensitivity as SN
-from flkit.papers.cvar import diagnosis, experiments as ex
+from flkit.papers.cvar import common as ex
+from flkit.papers.cvar import diagnosis
 
 DOC_LR = ex.PAPER["mnist"]["lr_theta"]
 

@@ -12,10 +12,11 @@ import pytest
 import torch
 from scipy import stats
 
-from flkit import engine, models, partition
+from flkit import engine, models, objectives, partition
 from flkit.batches import epoch_batches
 from flkit.fastsgd import FastSGD
 from flkit.papers import cvar
+from flkit.papers.cvar import algorithm, common, fmnist_table, items, mnist, ram, runs, synthetic_2d
 from flkit.participation import random_access_indices
 from flkit.seeding import rng, torch_gen
 
@@ -38,10 +39,10 @@ def test_objective_value_and_gradient_by_hand(f, t, alpha, gamma):
     G_hand = (1 - gamma) * (t + max(f - t, 0.0) / alpha) + gamma * f
     dG_df = (1 - gamma) / alpha * above + gamma
     dG_dt = (1 - gamma) * (1 - above / alpha)
-    assert cvar.G(f, t, alpha, gamma) == pytest.approx(G_hand, abs=1e-12)
-    assert cvar.grad_G(f, t, alpha, gamma) == pytest.approx((dG_df, dG_dt), abs=1e-12)
+    assert objectives.G(f, t, alpha, gamma) == pytest.approx(G_hand, abs=1e-12)
+    assert objectives.grad_G(f, t, alpha, gamma) == pytest.approx((dG_df, dG_dt), abs=1e-12)
     # tensors: value of cvar_loss, autograd of the literal formula and of cvar_loss all agree
-    for fn in (_literal_G, cvar.cvar_loss):
+    for fn in (_literal_G, objectives.cvar_loss):
         ft = torch.tensor(f, dtype=torch.float64, requires_grad=True)
         tt = torch.tensor(t, dtype=torch.float64, requires_grad=True)
         val = fn(ft, tt, alpha, gamma)
@@ -61,9 +62,9 @@ def test_theta_gradient_is_weighted_loss_gradient():
         g_f = torch.autograd.grad(f, list(net.parameters()), retain_graph=True)
         c = (1 - gamma) / alpha * (float(f.detach()) > t0) + gamma
         p = {"t": t, "alpha": torch.tensor(alpha), "gamma": torch.tensor(gamma)}
-        for G in (lambda: cvar.cvar_loss(engine.cross_entropy(net(x), y), t, alpha, gamma),
+        for G in (lambda: objectives.cvar_loss(engine.cross_entropy(net(x), y), t, alpha, gamma),
                   lambda: _literal_G(engine.cross_entropy(net(x), y), t, alpha, gamma),
-                  lambda: cvar.cvar_objective(net(x), y, p)):
+                  lambda: objectives.cvar_objective(net(x), y, p)):
             g_G = torch.autograd.grad(G(), list(net.parameters()) + [t])
             for a, b in zip(g_G[:-1], g_f):
                 torch.testing.assert_close(a, c * b)
@@ -101,16 +102,16 @@ def test_reduces_to_fedavg_exactly():
     x, y, parts, model = _toy()
     cells = [(1.0, 0.3), (1.0, 0.0), (0.3, 1.0), (0.1, 1.0), (1.0, 1.0), (0.3, 0.3)]
     M = len(cells)
-    users = cvar.Users.from_partitions([parts[0]] * M)
+    users = algorithm.Users.from_partitions([parts[0]] * M)
     theta0 = engine.stack(model, 1, torch_gen(0, "init"))
     theta0 = {k: v.repeat(M, *[1] * (v.dim() - 1)) for k, v in theta0.items()}
-    state = cvar.init(theta0, [a for a, _ in cells], [g for _, g in cells])
+    state = algorithm.init(theta0, [a for a, _ in cells], [g for _, g in cells])
     fedavg = {k: v.clone() for k, v in theta0.items()}
     ram = random_access_indices([0.4, 0.3, 0.2, 0.1], 5, seed=0)
     for n, user in enumerate(ram):
         sel = torch.full((M,), int(user))
         gens = lambda: [torch_gen(0, f"batch/{n}") for _ in range(M)]  # noqa: E731
-        state, diag = cvar.run_round(state, model, x, y, users, sel, lr_theta=0.1, lr_t=0.05, epochs=2,
+        state, diag = algorithm.run_round(state, model, x, y, users, sel, lr_theta=0.1, lr_t=0.05, epochs=2,
                                  batch_size=32, generators=gens())
         pool, size = users.relayed(sel)
         batches, steps = epoch_batches(pool, 32, 2, generators=gens(), sizes=size, last="pad")
@@ -130,13 +131,13 @@ def test_while_t_is_below_every_batch_loss_fed_cvar_avg_is_fedavg_with_a_larger_
     x, y, parts, model = _toy()
     alpha, gamma = 0.3, 0.3
     factor = (1 - gamma) / alpha + gamma
-    users = cvar.Users.from_partitions([parts[0]])
+    users = algorithm.Users.from_partitions([parts[0]])
     theta0 = engine.stack(model, 1, torch_gen(0, "init"))
-    state = cvar.init(theta0, [alpha], [gamma])
+    state = algorithm.init(theta0, [alpha], [gamma])
     fedavg = {k: v.clone() for k, v in theta0.items()}
     for n, user in enumerate(random_access_indices([0.4, 0.3, 0.2, 0.1], 4, seed=0)):
         sel = torch.full((1,), int(user))
-        state, _ = cvar.run_round(state, model, x, y, users, sel, lr_theta=0.01, lr_t=1e-6, epochs=2,
+        state, _ = algorithm.run_round(state, model, x, y, users, sel, lr_theta=0.01, lr_t=1e-6, epochs=2,
                                   batch_size=32, generators=[torch_gen(0, f"batch/{n}")])
         pool, size = users.relayed(sel)
         batches, steps = epoch_batches(pool, 32, 2, generators=[torch_gen(0, f"batch/{n}")], sizes=size,
@@ -150,7 +151,7 @@ def test_while_t_is_below_every_batch_loss_fed_cvar_avg_is_fedavg_with_a_larger_
 
 
 # --------------------------------------------------------------------------------------------- RAM
-@pytest.mark.parametrize("rho", [cvar.RHO_FIG2_K3, cvar.rho_table1(0), cvar.rho_authors_k30()],
+@pytest.mark.parametrize("rho", [ram.RHO_FIG2_K3, ram.rho_table1(0), ram.rho_authors_k30()],
                          ids=["fig2-k3", "random-draw", "authors-k30"])
 def test_ram_draws_follow_rho(rho):
     rho = np.asarray(rho)
@@ -170,9 +171,9 @@ def test_ram_draws_follow_rho(rho):
 
 
 def test_ram_distributions():
-    r = cvar.rho_table1(0)
+    r = ram.rho_table1(0)
     assert r.shape == (30,) and r.sum() == pytest.approx(1, abs=1e-12)
-    assert np.all(np.diff(r) <= 0) and tuple(r[-3:]) == cvar.TABLE1_RARE_RHO
+    assert np.all(np.diff(r) <= 0) and tuple(r[-3:]) == ram.TABLE1_RARE_RHO
     # the 27 frequent users: the top 27 of 30 uniforms, rescaled, from the first draw whose smallest
     # kept value is >= 0.0107 (seed 0: the fifth draw of its stream)
     g = rng(0, "ram")
@@ -190,22 +191,22 @@ AUTHORS_K30 = [0.0735, 0.0692, 0.0645, 0.0584, 0.0557, 0.0547, 0.0537, 0.0462, 0
 
 
 def test_authors_ram_vector():
-    v = cvar.AUTHORS_RHO_K30
+    v = ram.AUTHORS_RHO_K30
     assert len(v) == 30 and list(v) == AUTHORS_K30                     # the values, as printed, in order
     assert round(sum(v), 4) == 1.0003 and abs(sum(v) - 1.0003) < 1e-12  # the printed sum is not 1
-    assert v[-3:] == cvar.TABLE1_RARE_RHO == (0.0107, 0.0078, 0.0053)  # Table 1's caption
-    r = cvar.rho_authors_k30()
+    assert v[-3:] == ram.TABLE1_RARE_RHO == (0.0107, 0.0078, 0.0053)  # Table 1's caption
+    r = ram.rho_authors_k30()
     assert r.shape == (30,) and abs(r.sum() - 1) < 1e-12
     np.testing.assert_allclose(r, np.asarray(AUTHORS_K30) / 1.0003, rtol=1e-12, atol=0)
     assert list(np.argsort(-r, kind="stable")) == list(range(30))     # order preserved (descending)
-    assert np.array_equal(cvar.rho_for("authors-k30"), r) and "f4a32c0d4d716663" in cvar.AUTHORS_RHO_SOURCE
+    assert np.array_equal(ram.rho_for("authors-k30"), r) and "f4a32c0d4d716663" in ram.AUTHORS_RHO_SOURCE
 
 
 def test_ram_setting():
     # Table 1 (fmnist): the authors' vector, whose three smallest values its caption quotes; Figs. 3-4 (mnist): the
     # document gives no vector and the authors' script draws one at random, so a seeded random draw
-    default = {"fmnist": ("authors", (tuple(cvar.rho_authors_k30()), "authors-k30")),
-               "mnist": ("random-draw", (tuple(cvar.rho_table1(0)), "table1@0"))}
+    default = {"fmnist": ("authors", (tuple(ram.rho_authors_k30()), "authors-k30")),
+               "mnist": ("random-draw", (tuple(ram.rho_table1(0)), "table1@0"))}
     for exp, (name, rho) in default.items():
         s = cvar.settings(exp, "paper")
         assert s["ram"] == name and s["label"] == ""
@@ -219,7 +220,7 @@ def test_ram_setting():
         with pytest.raises(ValueError, match="num_users must be 30"):
             cvar.settings(exp, "paper", ram="authors", num_users=20)
     c = [c for c in cvar.run_configs(cvar.settings("synthetic_2d", "paper")) if c["panel"] == "c"]
-    assert c and all(x["rho"] == cvar.rho_authors_k30().tolist() and x["rho_name"] == "authors-k30" for x in c)
+    assert c and all(x["rho"] == ram.rho_authors_k30().tolist() and x["rho_name"] == "authors-k30" for x in c)
 
 
 # ------------------------------------------------------------------------------------------ split
@@ -279,8 +280,8 @@ def _cvar_parity_problem(name, data_seed):
     g = torch.Generator().manual_seed(data_seed)
     N, M = 400, 4
     x, y = torch.rand(N, *shape, generator=g), torch.randint(0, C, (N,), generator=g)
-    state = cvar.init(engine.stack(model, M, torch_gen(0, "init")), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
-    users = cvar.Users(torch.stack([torch.randperm(N, generator=g)[:100] for _ in range(M)])[:, None],
+    state = algorithm.init(engine.stack(model, M, torch_gen(0, "init")), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
+    users = algorithm.Users(torch.stack([torch.randperm(N, generator=g)[:100] for _ in range(M)])[:, None],
                        torch.tensor([[100], [70], [33], [9]]))
     return model, x, y, state, users
 
@@ -288,14 +289,14 @@ def _cvar_parity_problem(name, data_seed):
 def _fast_and_engine(model, x, y, state, users, dtype, B=32, rounds=2, epochs=2):
     """`rounds` rounds of both paths from the same start, in `dtype`: (FastSGD's params, run_round's params)."""
     model, x = model.to(dtype), x.to(dtype)
-    state = cvar.State({k: v.to(dtype) for k, v in state.params.items()}, 0)
+    state = algorithm.State({k: v.to(dtype) for k, v in state.params.items()}, 0)
     M = len(state.params["t"])
-    fast = FastSGD(model, state.params, x, y, B, lr=cvar.learning_rates(0.05, 0.01), objective=cvar.cvar_objective)
+    fast = FastSGD(model, state.params, x, y, B, lr=algorithm.learning_rates(0.05, 0.01), objective=objectives.cvar_objective)
     assert fast.trained == [k for k, _ in model.named_parameters()] + ["t"]  # alpha, gamma: constants
     sel = torch.zeros(M, dtype=torch.long)
     for n in range(rounds):
         gens = lambda: [torch_gen(m, f"batch/{n}") for m in range(M)]  # noqa: E731
-        state, _ = cvar.run_round(state, model, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=epochs,
+        state, _ = algorithm.run_round(state, model, x, y, users, sel, lr_theta=0.05, lr_t=0.01, epochs=epochs,
                                   batch_size=B, generators=gens())
         pool, size = users.relayed(sel)
         fast.train(*epoch_batches(pool, B, epochs, generators=gens(), sizes=size, last="pad"))
@@ -305,7 +306,7 @@ def _fast_and_engine(model, x, y, state, users, dtype, B=32, rounds=2, epochs=2)
 @pytest.mark.parametrize("data_seed", [2])
 @pytest.mark.parametrize("name", ["cvar_2d", "cvar_mlp", "cvar_lenet"])
 def test_fast_path_equals_the_engine(name, data_seed):
-    """FastSGD with the batched CVaR objective (in-place SGD; CUDA graphs on a GPU) == cvar.run_round
+    """FastSGD with the batched CVaR objective (in-place SGD; CUDA graphs on a GPU) == algorithm.run_round
     (engine.local_train with the same objective, vmapped), masked steps and padded batches included.
 
     Tolerance, from an analysis rather than from one seed (issue 17): the former float32 check
@@ -417,13 +418,13 @@ def test_table1_reference_matches_the_seed_text():
     text = SEED_TEXT.read_text()
     block = text[text.index("𝜸=0.0"):text.index("Table 1:")]
     rows = re.split(r"𝜸=(\d\.\d)", block)[1:]
-    ref = cvar.table1_reference().set_index(["gamma", "alpha", "quantity"])
+    ref = fmnist_table.table1_reference().set_index(["gamma", "alpha", "quantity"])
     for g, body in zip(rows[0::2], rows[1::2]):
         means = re.findall(r"(\d{2}\.\d{3})\1", body)
         sds = re.findall(r"±(\d\.\d{3})plus-or-minus", body)
         assert len(means) == 12 and len(sds) == 12, g
         for i, (mean, sd) in enumerate(zip(means, sds)):
-            a, q = cvar.TABLE1_ALPHAS[i // 3], cvar.QUANTITIES[i % 3]
+            a, q = fmnist_table.TABLE1_ALPHAS[i // 3], fmnist_table.QUANTITIES[i % 3]
             assert ref.loc[(float(g), a, q), "value"] == float(mean)
             assert ref.loc[(float(g), a, q), "sd"] == float(sd)
 
@@ -438,28 +439,27 @@ def test_table1_analysis_on_a_made_up_result():
             base = 0.84 if (a, g) == (1.0, 1.0) else 0.86 + (0.01 if (a, g) == (0.1, 0.1) else 0.0)
             for metric, cls, v in (("test_acc", -1, base), ("test_acc_class", 8, base + 0.02),
                                    ("test_acc_class", 9, 0.6 if a == 1 else 0.72)):
-                rows.append(dict(run_key=key, alpha=a, gamma=g, seed=seed, method=cvar.method_of(a, g), rounds=50,
+                rows.append(dict(run_key=key, alpha=a, gamma=g, seed=seed, method=common.method_of(a, g), rounds=50,
                                  round=50, metric=metric, **{"class": cls}, value=v + 0.001 * seed))
-    ours = cvar.table1_ours(pd.DataFrame(rows))
+    ours = fmnist_table.table1_ours(pd.DataFrame(rows))
     assert len(ours) == 20 * 3 * 3
     fed = ours[(ours["alpha"] == 1.0) | (ours["gamma"] == 1.0)]
     assert fed.groupby(["quantity", "seed"])["value"].nunique().eq(1).all()  # eight identical cells
-    cmp = cvar.table1_compare(ours)
+    cmp = fmnist_table.table1_compare(ours)
     assert len(cmp) == 60 and cmp["n"].eq(3).all()
     np.testing.assert_allclose(cmp["difference"], cmp["ours"] - cmp["document"])
-    check = cvar.confirm_table1(ours).set_index("claim")["confirmed"]
+    check = fmnist_table.confirm_table1(ours).set_index("claim")["confirmed"]
     assert check.iloc[0] and check.iloc[1] and check.iloc[2] and check.iloc[3] and check.iloc[4]
 
 
 # ----------------------------------------------------------------------- round 2: variants of the diagnosis
 def test_input_scaling_authors_trains_on_0_255_and_tests_on_0_1(monkeypatch):
-    from flkit.papers.cvar import experiments
     g = torch.Generator().manual_seed(0)
     ytr = torch.arange(3000) % 10
     xtr, xte = torch.rand(3000, 1, 28, 28, generator=g), torch.rand(500, 1, 28, 28, generator=g)
     xtr[0, 0, 0, 0], xtr[1, 0, 0, 0] = 0.0, 1.0          # the range's two ends
     xte[0, 0, 0, 0], xte[1, 0, 0, 0] = 0.0, 1.0
-    monkeypatch.setattr(experiments, "_image_data", lambda *a, **k: (xtr, ytr, xte, torch.arange(500) % 10, 10))
+    monkeypatch.setattr(runs, "_image_data", lambda *a, **k: (xtr, ytr, xte, torch.arange(500) % 10, 10))
     doc = cvar.settings("mnist", "smoke", seeds=[0])
     aut = cvar.settings("mnist", "smoke", seeds=[0], input_scaling="authors")
     assert "input_scaling" not in cvar.run_configs(doc)[0]  # the stored runs' keys are unchanged
@@ -480,10 +480,10 @@ def test_input_scaling_authors_trains_on_0_255_and_tests_on_0_1(monkeypatch):
 
 def test_fig2_causes_build_the_four_models_and_the_linear_one():
     s = cvar.settings("synthetic_2d", "paper", panels=["a"], alphas=[1.0], seeds=[0], authors_model_seeds=[0],
-                      causes=list(cvar.CAUSES), cause_seeds=[0, 1])
+                      causes=list(common.CAUSES), cause_seeds=[0, 1])
     cs = cvar.run_configs(s)
-    got = sorted((cvar.variant_of(c), c["seed"]) for c in cs)
-    assert got == sorted((v, seed) for v in cvar.CAUSES for seed in (0, 1))  # main runs not repeated
+    got = sorted((common.variant_of(c), c["seed"]) for c in cs)
+    assert got == sorted((v, seed) for v in common.CAUSES for seed in (0, 1))  # main runs not repeated
     assert len({repr(sorted(c.items())) for c in cs}) == len(cs)
     old = cvar.run_configs(cvar.settings("synthetic_2d", "paper", panels=["a"], alphas=[1.0]))
     assert {c["authors_model"] for c in old} == {False, True}   # the stored runs' fields are unchanged
@@ -491,8 +491,8 @@ def test_fig2_causes_build_the_four_models_and_the_linear_one():
         torch.manual_seed(0)
         m = cvar.build_model(c)
         linears = [x for x in m if isinstance(x, torch.nn.Linear)]
-        zero, double = cvar.quirks_of(c)
-        assert (cvar.CAUSES[cvar.variant_of(c)][0] == 0) == (len(linears) == 1) == (c["hidden"] == 0)
+        zero, double = common.quirks_of(c)
+        assert (common.CAUSES[common.variant_of(c)][0] == 0) == (len(linears) == 1) == (c["hidden"] == 0)
         assert all(bool((x.weight == 0).all()) == zero for x in linears)
         assert isinstance(m[-1], torch.nn.Softmax) == double
     with pytest.raises(ValueError, match="causes must be a list"):
@@ -515,19 +515,19 @@ def test_mnist_diagnosis_metrics_and_slopes_on_made_up_curves():
                         rows.append(dict(run_key=f"{method}{seed}{r}", method=method, seed=seed, pattern_frac=r,
                                          rounds=T, round=rnd, metric="test_acc_class", value=base, **{"class": c}))
     df = pd.DataFrame(rows)
-    m = cvar.mnist_metrics(df, window_frac=0.1).set_index(["figure", "method"])
+    m = mnist.mnist_metrics(df, window_frac=0.1).set_index(["figure", "method"])
     fin = 100 * (0.3 + 0.05 + 0.5 + 0.015)                     # mean over seeds 0-3 of 0.01 seed = 0.015
     win = 100 * (0.3 + 0.05 + 0.5 * np.mean(np.arange(370, 401, 10)) / T + 0.015)  # rounds > 360
     assert m.loc[("Fig. 3(c)", "fed-cvar-avg"), "final"] == pytest.approx(fin)
     assert m.loc[("Fig. 3(c)", "fed-cvar-avg"), "window"] == pytest.approx(win)
     assert m.loc[("Fig. 3(b)", "fedavg"), "final"] == pytest.approx(90.0)
-    sl = cvar.mnist_slopes(df, last_frac=0.25).set_index(["figure", "method"])
+    sl = mnist.mnist_slopes(df, last_frac=0.25).set_index(["figure", "method"])
     assert sl.loc[("Fig. 4(d)", "fedavg"), "slope"] == pytest.approx(1000 * 50 / T)  # 125 pp per 1000 rounds
     assert sl.loc[("Fig. 4(d)", "fedavg"), "se"] == pytest.approx(0.0, abs=1e-9)
     assert bool(sl.loc[("Fig. 4(d)", "fedavg"), "still_rising"])
     assert not bool(sl.loc[("Fig. 3(b)", "fedavg"), "still_rising"])   # flat overall curve
-    checks = cvar.scorecard_mnist(cvar.confirm_mnist(df), cvar.confirm_mnist(df, 0.0), cvar.mnist_slopes(df))
-    horizon = checks[cvar.MNIST_HORIZON_ITEM]
+    checks = items.mnist(mnist.confirm_mnist(df), mnist.confirm_mnist(df, 0.0), mnist.mnist_slopes(df))
+    horizon = checks[items.MNIST_HORIZON_ITEM]
     vs = [c.verdict for c in horizon]
     assert vs.count("contradicted") == 6 and len(horizon) == 10  # 3 rare x 2 methods still rise
     # the flat overall curves: a slope of zero is not evidence that a curve has levelled off
@@ -544,14 +544,14 @@ def test_stored_reads_only_what_is_there_and_the_causes_table_marks_the_rest(tmp
     df, n, total = cvar.stored(big, root=tmp_path)
     assert (n, total) == (len(cvar.run_configs(small)), len(cvar.run_configs(big))) and n < total
     assert set(df["method"]) == {"fedavg"} and df["run_key"].nunique() == n
-    table = cvar.causes_table(df)
-    assert set(table["variant"]) == {cvar.variant_of(c) for c in cvar.run_configs(small)}
-    acc = cvar.report.cause_accuracy(df)
+    table = synthetic_2d.causes_table(df)
+    assert set(table["variant"]) == {common.variant_of(c) for c in cvar.run_configs(small)}
+    acc = synthetic_2d.cause_accuracy(df)
     for _, r in table.iterrows():
         got = acc[acc["variant"] == r["variant"]]["rare"]
         assert r["FedAvg: misses it"] == f"{int((got < 50).sum())} of {len(got)}"
-    reading = cvar.causes_reading(df, "fedavg")
-    assert reading.startswith("(a) ") and cvar.causes_reading(df, "fed-cvar-avg") == "no runs"
+    reading = synthetic_2d.causes_reading(df, "fedavg")
+    assert reading.startswith("(a) ") and synthetic_2d.causes_reading(df, "fed-cvar-avg") == "no runs"
     empty, n0, _ = cvar.stored(big, root=tmp_path / "none")
     assert n0 == 0 and empty.empty
 
@@ -563,39 +563,39 @@ def _made_up_table1(seeds=(0, 1, 2)) -> pd.DataFrame:
     pattern 1 moves by +5, -5, +3 (not testable); FedAvg's pattern 1 is 20 points above its pattern 2
     (confirmed); every risk-aware cell is 1 point above FedAvg overall and (0.1, 0.1) 2 points (confirmed)."""
     rows = []
-    for g in cvar.TABLE1_GAMMAS:
-        for a in cvar.TABLE1_ALPHAS:
+    for g in fmnist_table.TABLE1_GAMMAS:
+        for a in fmnist_table.TABLE1_ALPHAS:
             fed = a == 1.0 or g == 1.0
             for s in seeds:
                 jitter = [0.0, 1.0, -1.0][s]
                 overall = 80.0 + s + (0.0 if fed else 2.0 if (g, a) == (0.1, 0.1) else 1.0)
                 p2 = 30.0 + jitter if fed else 40.0
                 p1 = 50.0 + jitter + ([5.0, -5.0, 3.0][s] if (g, a) == (0.1, 0.1) else 0.0)
-                for q, v in zip(cvar.QUANTITIES, (overall, p1, p2)):
+                for q, v in zip(fmnist_table.QUANTITIES, (overall, p1, p2)):
                     rows.append(dict(gamma=g, alpha=a, quantity=q, seed=s, value=v))
     return pd.DataFrame(rows)
 
 
 def test_in_words_and_span():
-    assert cvar.in_words([]) == "none" and cvar.in_words(["a"]) == "a"
-    assert cvar.in_words(["a", "b"]) == "a and b" and cvar.in_words(["a", "b", "c"]) == "a, b and c"
-    assert cvar.span([]) == "n/a" and cvar.span([np.nan, 2.04]) == "2.0"
-    assert cvar.span([-0.04, 1.26], signed=True) == "+0.0 to +1.3"        # no "-0.0"
-    assert cvar.span([3.0, -12.345, np.nan], decimals=2, signed=True) == "-12.35 to +3.00"
+    assert common.in_words([]) == "none" and common.in_words(["a"]) == "a"
+    assert common.in_words(["a", "b"]) == "a and b" and common.in_words(["a", "b", "c"]) == "a, b and c"
+    assert common.span([]) == "n/a" and common.span([np.nan, 2.04]) == "2.0"
+    assert common.span([-0.04, 1.26], signed=True) == "+0.0 to +1.3"        # no "-0.0"
+    assert common.span([3.0, -12.345, np.nan], decimals=2, signed=True) == "-12.35 to +3.00"
 
 
 def test_table1_words_follow_the_checks():
     ours = _made_up_table1()
-    checks = cvar.scorecard_table1(ours)
-    st = cvar.table1_statements(checks).set_index("key")["verdict"]
+    checks = fmnist_table.checks(ours)
+    st = fmnist_table.table1_statements(checks).set_index("key")["verdict"]
     assert st.to_dict() == {"rise": "contradicted", "p1": "not testable at this scale", "harder": "confirmed",
                             "beats": "confirmed", "best": "confirmed"}
     # the same verdicts as the page's table of the document's reading (rows: best, rise, p1, harder, beats)
-    assert list(cvar.confirm_table1(ours)["verdict"]) == [st[k] for k in ("best", "rise", "p1", "harder", "beats")]
-    w = cvar.table1_words(ours, checks)
+    assert list(fmnist_table.confirm_table1(ours)["verdict"]) == [st[k] for k in ("best", "rise", "p1", "harder", "beats")]
+    w = fmnist_table.table1_words(ours, checks)
     assert (w["n_confirmed"], w["n_contradicted"], w["n_untestable"]) == (3, 1, 1)
-    assert w["list_contradicted"] == f"“{cvar.TABLE1_SHORT['rise']}”"
-    assert w["list_confirmed"] == "“{harder}”, “{beats}” and “{best}”".format(**cvar.TABLE1_SHORT)
+    assert w["list_contradicted"] == f"“{fmnist_table.TABLE1_SHORT['rise']}”"
+    assert w["list_confirmed"] == "“{harder}”, “{beats}” and “{best}”".format(**fmnist_table.TABLE1_SHORT)
     assert (w["v_rise"], w["rise_verdict"], w["level_verdict"]) == ("contradicted", "confirmed", "contradicted")
     assert (w["fed_p2"], w["cell_p2"], w["rise_d"]) == ("30.0", "40.0", "+10.0")
     assert (w["level_d"], w["level_2se"]) == ("-31.0", "0.0")
@@ -603,15 +603,15 @@ def test_table1_words_follow_the_checks():
     assert (w["beats_means"], w["beats_confirmed"], w["beats_contradicted"]) == ("12 of 12", 12, 0)
     assert w["agree"] == "0 of 60" and w["run"] == "60 of 60"
     # ours minus the document's, overall, computed here from the document's Table 1
-    ref = cvar.table1_reference()
+    ref = fmnist_table.table1_reference()
     d = (ours.groupby(["gamma", "alpha", "quantity"])["value"].mean().reset_index()
          .merge(ref, on=["gamma", "alpha", "quantity"]).query("quantity == 'overall'"))
     d = d["value_x"] - d["value_y"]
     assert w["gap_overall"] == f"{d.min():+.1f} to {d.max():+.1f}" and w["below"] == "60 of 60"
     # a cell not run: its numbers are n/a, counted as missing
     part = ours[~((ours["gamma"] == 0.2) & (ours["alpha"] == 0.3))]
-    assert cvar.table1_words(part, cvar.scorecard_table1(part))["run"] == "57 of 60"
-    long = cvar.table1_long(cvar.table1_compare(part)).set_index(["γ", "α", "quantity"])
+    assert fmnist_table.table1_words(part, fmnist_table.checks(part))["run"] == "57 of 60"
+    long = fmnist_table.table1_long(fmnist_table.table1_compare(part)).set_index(["γ", "α", "quantity"])
     assert long.loc[(0.2, 0.3, "overall"), "ours (%)"] == "n/a (not run)"
     assert long.loc[(0.2, 0.3, "overall"), "seeds"] == 0
     assert long.loc[(0.1, 0.1, "pattern 2"), "ours − document (points)"] == f"{40.0 - 71.681:+.2f}"
@@ -621,17 +621,17 @@ def test_table1_read_before_the_documents_horizon_is_not_testable():
     """The document reads Table 1 after round 6000: measured at 250 rounds, every number and statement is not
     testable at this scale, with the measured numbers kept beside the verdict."""
     ours = _made_up_table1()
-    full, short = cvar.scorecard_table1(ours), cvar.scorecard_table1(ours, rounds=250)
+    full, short = fmnist_table.checks(ours), fmnist_table.checks(ours, rounds=250)
     assert set(full) == set(short)
     for item in full:
         for a, b in zip(full[item], short[item]):
             assert b.verdict == "not testable at this scale", item
             assert (a.ours, a.reference, a.margin) == (b.ours, b.reference, b.margin)
             assert "round 250 of the document's 6000" in b.rule
-    assert set(cvar.confirm_table1(ours, rounds=250)["verdict"]) == {"not testable at this scale"}
-    assert cvar.table1_item_verdicts(short) == "not testable at this scale (65 of 65 items)"
-    assert cvar.scorecard_table1(ours, rounds=6000) == full
-    w = cvar.table1_words(ours, short)
+    assert set(fmnist_table.confirm_table1(ours, rounds=250)["verdict"]) == {"not testable at this scale"}
+    assert items.item_verdicts(short) == "not testable at this scale (65 of 65 items)"
+    assert fmnist_table.checks(ours, rounds=6000) == full
+    w = fmnist_table.table1_words(ours, short)
     # what the runs measured, beside the verdict
     assert w["n_untestable"] == 5 and w["beats_confirmed"] == 12 and w["rise_measured"].startswith("beyond")
 
@@ -645,20 +645,20 @@ def test_confirm_mnist_overall_is_paired():
             for rnd in (90, 100):
                 rows.append(dict(run_key=f"{method}{seed}", method=method, seed=seed, pattern_frac=0.9, rounds=100,
                                  round=rnd, metric="test_acc", value=v, **{"class": -1}))
-    got = cvar.confirm_mnist(pd.DataFrame(rows)).set_index("figure").loc["Fig. 3(b)"]
+    got = mnist.confirm_mnist(pd.DataFrame(rows)).set_index("figure").loc["Fig. 3(b)"]
     assert got["fed_cvar_avg"] > got["fedavg"]                        # ahead on average ...
     assert got["paired"] == "not testable at this scale" and not got["confirmed"]   # ... inside the noise
     assert got["difference"] == pytest.approx(0.5) and got["two_se"] > 0.5
 
 
 def test_table1_item_verdicts_follow_the_scorecard_rule():
-    checks = cvar.scorecard_table1(_made_up_table1())
+    checks = fmnist_table.checks(_made_up_table1())
     # the 60 numbers differ; rise partly (one of two checks); p1's check cannot tell (not testable, no longer
     # counted as not reproduced); the scale and the owed runs are stated beside the verdicts, never folded in
-    assert cvar.table1_item_verdicts(checks) == (
+    assert items.item_verdicts(checks) == (
         "not reproduced (60 of 65 items), reproduced (3 of 65 items), partly (1 of 65 items) and "
         "not testable at this scale (1 of 65 items)")
     with pytest.raises(ValueError, match="not in"):
-        cvar.table1_item_verdicts({"no such item": []})
+        items.item_verdicts({"no such item": []})
     with pytest.raises(ValueError, match="no check filed"):
-        cvar.table1_statements({})
+        fmnist_table.table1_statements({})

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from flkit.papers.cvar import diagnosis
+from flkit.papers.cvar import diagnosis, items, mnist
 
 
 def _runs(gains: dict[tuple[float, float], list[float]]) -> pd.DataFrame:
@@ -94,15 +94,14 @@ def _mnist_runs(cv9: list[float], fed9: list[float]) -> pd.DataFrame:
 def test_mnist_rare_class_reading_is_one_sided_and_paired():
     """'Over 80 %' is one-sided (95 % agrees); 'above FedAvg' is paired over seeds: a higher mean with one seed
     the other way round is inside noise, not confirmed."""
-    from flkit.papers import cvar
-    high = cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.50, 0.52, 0.48])).set_index("rare_class")
+    high = mnist.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.50, 0.52, 0.48])).set_index("rare_class")
     assert high.loc[9, "level"].verdict == "agrees" and high.loc[9, "paired"] == "confirmed" and high.loc[9, "confirmed"]
-    noisy = cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.50], [0.50, 0.52, 0.90])).set_index("rare_class")
+    noisy = mnist.confirm_mnist(_mnist_runs([0.95, 0.96, 0.50], [0.50, 0.52, 0.90])).set_index("rare_class")
     assert noisy.loc[9, "fed_cvar_avg"] > noisy.loc[9, "fedavg"]
     assert noisy.loc[9, "paired"] == "not testable at this scale" and not noisy.loc[9, "confirmed"]
-    low = cvar.confirm_mnist(_mnist_runs([0.50, 0.52, 0.48], [0.40, 0.41, 0.39])).set_index("rare_class")
+    low = mnist.confirm_mnist(_mnist_runs([0.50, 0.52, 0.48], [0.40, 0.41, 0.39])).set_index("rare_class")
     assert low.loc[9, "level"].verdict == "differs" and not low.loc[9, "confirmed"]
-    checks = cvar.scorecard_mnist(cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.5, 0.52, 0.48])))
+    checks = items.mnist(mnist.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.5, 0.52, 0.48])))
     assert [c.verdict for c in checks["Fig. 3(c)"]] == ["agrees", "confirmed"]
 
 
@@ -304,16 +303,16 @@ def test_every_glue_key_of_the_horizon_paragraph_exists_on_the_empty_path():
 
 
 def test_horizon_checks_are_filed_under_the_4000_round_item(tmp_path):
-    from flkit.papers import cvar, scorecard
+    from flkit.papers import scorecard
     lines = {(m, seed): (0.4 + 0.01 * seed + (0.05 if m != "fedavg" else 0), 0.001 * (seed + 1))
              for m in ("fedavg", "fed-cvar-avg") for seed in range(3)}
     hz = diagnosis.horizon_checks(diagnosis.horizon_effect(_long_store(tmp_path, lines)))
-    base = cvar.scorecard_mnist(cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.5, 0.52, 0.48])))
-    got = cvar.scorecard_mnist(cvar.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.5, 0.52, 0.48])), horizon=hz)
-    assert got[cvar.MNIST_HORIZON_ITEM] == hz and cvar.MNIST_HORIZON_ITEM not in base
-    assert set(got) - {cvar.MNIST_HORIZON_ITEM} == set(base)
+    base = items.mnist(mnist.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.5, 0.52, 0.48])))
+    got = items.mnist(mnist.confirm_mnist(_mnist_runs([0.95, 0.96, 0.94], [0.5, 0.52, 0.48])), horizon=hz)
+    assert got[items.MNIST_HORIZON_ITEM] == hz and items.MNIST_HORIZON_ITEM not in base
+    assert set(got) - {items.MNIST_HORIZON_ITEM} == set(base)
     assert hz[2].verdict == "confirmed" and all(c.scale == "" for c in hz)     # the page's scale
-    assert scorecard.page_verdicts("003", {cvar.MNIST_HORIZON_ITEM: hz})[cvar.MNIST_HORIZON_ITEM] in scorecard.VERDICTS
+    assert scorecard.page_verdicts("003", {items.MNIST_HORIZON_ITEM: hz})[items.MNIST_HORIZON_ITEM] in scorecard.VERDICTS
 
 
 def test_horizon_figure_draws_one_line_per_run_and_the_pages_horizon(tmp_path):

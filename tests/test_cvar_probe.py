@@ -12,6 +12,7 @@ import torch
 
 from flkit import models
 from flkit.papers import cvar
+from flkit.papers.cvar import common, fmnist_table, mnist, ram, runs, synthetic_2d
 from flkit.results import Store, canonical_order
 
 quiet = lambda _: None  # noqa: E731
@@ -28,14 +29,14 @@ def _ours(cells: dict) -> pd.DataFrame:
 def _document_as_ours(**changes) -> pd.DataFrame:
     """The document's Table 1 read as our result (one seed), with some cells changed:
     changes[(gamma, alpha, quantity)] = [values per seed]."""
-    ref = cvar.table1_reference()
+    ref = fmnist_table.table1_reference()
     cells = {(r.gamma, r.alpha, r.quantity): [r.value] for r in ref.itertuples()}
     cells.update(changes.get("cells", {}))
     return _ours(cells)
 
 
 def _verdicts(ours: pd.DataFrame) -> pd.DataFrame:
-    return cvar.confirm_table1(ours).set_index("claim")
+    return fmnist_table.confirm_table1(ours).set_index("claim")
 
 
 CLAIMS = ["best overall cell is (gamma, alpha) = (0.1, 0.1)",
@@ -79,7 +80,7 @@ def test_confirm_table1_says_not_testable_inside_the_noise():
     """Five seeds whose spread (+-4 points, in a different order in every cell) dwarfs the differences of
     the document's means: the claims on small differences are not testable, the 24-point gap is confirmed."""
     g = np.random.default_rng(0)
-    ref = cvar.table1_reference()
+    ref = fmnist_table.table1_reference()
     offsets = np.array([-4.0, -2.0, 0.0, 2.0, 4.0])      # mean 0: every cell's mean is the document's value
     cells = {(r.gamma, r.alpha, r.quantity): list(r.value + g.permutation(offsets)) for r in ref.itertuples()}
     v = _verdicts(_ours(cells))
@@ -100,7 +101,7 @@ def _stored_fmnist(values: dict) -> pd.DataFrame:
             for rnd, scale in ((0, 0.1), (250, 1.0)):
                 for metric, cls, v in (("test_acc", -1, acc), ("test_acc_class", 8, c8), ("test_acc_class", 9, c9),
                                        ("test_acc_class", 0, 0.99)):
-                    rows.append(dict(run_key=key, method=cvar.method_of(a, g), alpha=a, gamma=g, seed=seed,
+                    rows.append(dict(run_key=key, method=common.method_of(a, g), alpha=a, gamma=g, seed=seed,
                                      pattern_frac=0.8, rounds=250, round=rnd, metric=metric, value=v * scale,
                                      **{"class": cls}))
     return pd.DataFrame(rows)
@@ -109,7 +110,7 @@ def _stored_fmnist(values: dict) -> pd.DataFrame:
 def test_table1_ours_maps_classes_8_and_9_to_patterns_1_and_2():
     df = _stored_fmnist({(1.0, 1.0): [(0.85, 0.84, 0.60), (0.84, 0.86, 0.62)],
                          (0.1, 0.1): [(0.87, 0.88, 0.72), (0.86, 0.90, 0.70)]})
-    ours = cvar.table1_ours(df)
+    ours = fmnist_table.table1_ours(df)
     # 5 gammas x 4 alphas of the document's grid; only (0.1, 0.1) and the 8 risk-neutral cells have runs
     assert len(ours) == 9 * 3 * 2
     got = ours.set_index(["gamma", "alpha", "quantity", "seed"])["value"]
@@ -118,18 +119,18 @@ def test_table1_ours_maps_classes_8_and_9_to_patterns_1_and_2():
     assert got[(0.1, 0.1, "pattern 2", 1)] == pytest.approx(70.0, abs=1e-12)   # class 9
     for g, a in [(0.0, 1.0), (0.3, 1.0), (1.0, 0.3), (1.0, 1.0)]:             # risk-neutral: the FedAvg run
         assert got[(g, a, "pattern 2", 0)] == pytest.approx(60.0, abs=1e-12)
-    cmp = cvar.table1_compare(ours).set_index(["gamma", "alpha", "quantity"])
+    cmp = fmnist_table.table1_compare(ours).set_index(["gamma", "alpha", "quantity"])
     row = cmp.loc[(0.1, 0.1, "pattern 2")]
     assert row["ours"] == pytest.approx(71.0) and row["n"] == 2
     assert row["ours sd"] == pytest.approx(math.sqrt(2.0))                    # sd of (72, 70), ddof=1
     assert row["document"] == 71.681 and row["document sd"] == 2.419
     assert row["difference"] == pytest.approx(71.0 - 71.681)
     assert np.isnan(cmp.loc[(0.2, 0.3, "overall"), "ours"])                  # no run: NaN, not dropped
-    wide = cvar.table1_wide(cmp)
+    wide = fmnist_table.table1_wide(cmp)
     assert wide.loc[0.1, (0.1, "pattern 2")] == "71.00 ± 1.41 | 71.68 (-0.68)"
     assert wide.loc[0.2, (0.3, "overall")] == "n/a (not run) | 86.17"
-    assert cvar.table1_wide(cmp, decimals=1).loc[0.1, (0.1, "pattern 2")] == "71.0 ± 1.4 | 71.7 (-0.7)"
-    assert list(wide.columns) == [(a, q) for a in cvar.TABLE1_ALPHAS for q in cvar.QUANTITIES]
+    assert fmnist_table.table1_wide(cmp, decimals=1).loc[0.1, (0.1, "pattern 2")] == "71.0 ± 1.4 | 71.7 (-0.7)"
+    assert list(wide.columns) == [(a, q) for a in fmnist_table.TABLE1_ALPHAS for q in fmnist_table.QUANTITIES]
     # the claims read from it: pattern 2 at (0.1, 0.1) is 71.0, not above 71
     v = _verdicts(ours)
     assert v.loc[CLAIMS[1], "ours"] == "61.00 -> 71.00" and not v.loc[CLAIMS[1], "confirmed"]
@@ -155,11 +156,11 @@ def _late(v80, v90, v95, v100):
 
 def test_final_accuracies_window_by_hand():
     df = _stored_mnist({(0.9, "fedavg", "test_acc", -1): [_late(0.0, 0.3, 0.6, 0.9)]})
-    last = cvar.final_accuracies(df).set_index("seed")["value"]
+    last = common.final_accuracies(df).set_index("seed")["value"]
     assert last[0] == pytest.approx(90.0)                        # the last round only
-    win = cvar.final_accuracies(df, 0.1).set_index("seed")["value"]
+    win = common.final_accuracies(df, 0.1).set_index("seed")["value"]
     assert win[0] == pytest.approx(60.0)                         # rounds >= 90: (30 + 60 + 90) / 3
-    win = cvar.final_accuracies(df, 0.2).set_index("seed")["value"]
+    win = common.final_accuracies(df, 0.2).set_index("seed")["value"]
     assert win[0] == pytest.approx(45.0)                         # rounds >= 80: (0 + 30 + 60 + 90) / 4
 
 
@@ -182,7 +183,7 @@ def test_confirm_mnist_by_hand_with_claims_that_hold_and_fail():
         (0.8, "fedavg", "test_acc", -1): [flat(0.90), flat(0.90)],
         (0.8, "fed-cvar-avg", "test_acc", -1): [flat(0.88), flat(0.90)],
     }
-    got = cvar.confirm_mnist(_stored_mnist(curves))
+    got = mnist.confirm_mnist(_stored_mnist(curves))
     assert got["figure"].tolist() == ["Fig. 3(c)", "Fig. 4(c)", "Fig. 4(d)", "Fig. 3(b)", "Fig. 4(b)"]
     np.testing.assert_allclose(got["fedavg"], [51.0, 61.0, 60.0, 91.0, 90.0])
     np.testing.assert_allclose(got["fed_cvar_avg"], [84.0, 75.0, 85.0, 94.0, 89.0])
@@ -219,12 +220,12 @@ def test_fig2_accuracy_and_verdict_by_hand():
         ("c", "fedavg"): [[0.99, 0.99, 0.6], [0.99, 0.99, 0.6]],
         ("c", "fed-cvar-avg"): [[0.99, 0.99, 0.97], [0.99, 0.99, 0.97]],
     })
-    acc = cvar.fig2_accuracy(df).set_index(["panel", "method", "class"])
+    acc = synthetic_2d.fig2_accuracy(df).set_index(["panel", "method", "class"])
     assert acc.loc[("a", "fedavg", 2), "mean"] == pytest.approx(30.0)
     assert acc.loc[("a", "fedavg", 2), "sd"] == pytest.approx(100 * math.sqrt(0.02))   # sd(0.2, 0.4), ddof=1
     assert acc.loc[("a", "fedavg", 1), "sd"] == pytest.approx(100 * math.sqrt(0.0002))
     assert (acc["seeds"] == 2).all()
-    v = cvar.confirm_fig2(df).set_index("panel")
+    v = synthetic_2d.confirm_fig2(df).set_index("panel")
     assert v["rare_classes"].tolist() == ["[2]", "[2, 3]", "[2]"]
     assert v["fedavg_fails"].tolist() == [True, True, False]
     assert v["proposed_classifies_all"].tolist() == [True, False, True]
@@ -249,7 +250,7 @@ def test_params_from_table_restores_every_tensor_whatever_the_row_order(tmp_path
     table = _param_rows(model)
     shuffled = table.sample(frac=1.0, random_state=1).reset_index(drop=True)
     for tab in (table, shuffled, table.iloc[::-1]):
-        got = cvar.params_from_table(tab, model)
+        got = runs.params_from_table(tab, model)
         assert list(got) == list(want)
         for k in want:
             assert got[k].shape == (1, *want[k].shape)
@@ -257,7 +258,7 @@ def test_params_from_table_restores_every_tensor_whatever_the_row_order(tmp_path
     # through the store (8 significant digits): the same model to float32 rounding
     store = Store(tmp_path)
     store.save({"run": 1}, shuffled)
-    got = cvar.params_from_table(store.load({"run": 1}), model)
+    got = runs.params_from_table(store.load({"run": 1}), model)
     for k in want:
         torch.testing.assert_close(got[k][0], want[k], rtol=2e-7, atol=1e-12)
 
@@ -361,7 +362,7 @@ def test_settings_out_of_range_is_one_clear_error(experiment, override, match):
 
 
 def test_settings_in_range_pass_and_unknown_names_fail():
-    for e, profiles in cvar.PROFILES.items():
+    for e, profiles in common.PROFILES.items():
         for p in profiles:
             assert cvar.settings(e, p)["profile"] == p
     assert cvar.settings("fmnist", "smoke", alphas=[1.0, 1e-3], gammas=[0.0, 1.0], rounds=1)["rounds"] == 1
@@ -393,11 +394,10 @@ def test_split_summary_of_the_mnist_page():
     the sum of the authors' printed vector (1.0003)."""
     s = cvar.settings("mnist", "smoke", ram="authors")
     try:
-        tab = cvar.split_summary(s).set_index(["r", "group"])
+        tab = runs.split_summary(s).set_index(["r", "group"])
     except FileNotFoundError as e:  # flkit.datasets.DatasetNotFoundError
         pytest.skip(f"MNIST not available: {e}")
-    from flkit.papers.cvar.experiments import _image_data
-    y = _image_data("mnist", s["train_subset"], s["test_subset"], "cpu")[1].numpy()
+    y = runs._image_data("mnist", s["train_subset"], s["test_subset"], "cpu")[1].numpy()
     assert list(tab.index) == [(0.9, "frequent"), (0.9, "rare"), (0.8, "frequent"), (0.8, "rare")]
     for r, rare in ((0.9, [9]), (0.8, [8, 9])):
         common = [c for c in range(10) if c not in rare]
@@ -407,9 +407,9 @@ def test_split_summary_of_the_mnist_page():
         lo, hi = sum(n // 3 for n in counts), sum(-(-n // 3) for n in counts)
         got = [int(v) for v in tab.loc[(r, "rare"), "samples_per_user"].split("-")]
         assert lo <= got[0] <= got[1] <= hi and sum(counts) in range(3 * got[0], 3 * got[1] + 1)
-        rare_mass = 0.0238 / sum(cvar.ram.AUTHORS_RHO_K30)
+        rare_mass = 0.0238 / sum(ram.AUTHORS_RHO_K30)
         assert tab.loc[(r, "rare"), "rho_total"] == pytest.approx(rare_mass, abs=1e-12)
         assert tab.loc[(r, "frequent"), "rho_total"] == pytest.approx(1 - rare_mass, abs=1e-12)
     # the page's default, a random draw, keeps the caption's three values as they are
-    drawn = cvar.split_summary(cvar.settings("mnist", "smoke")).set_index(["r", "group"])
+    drawn = runs.split_summary(cvar.settings("mnist", "smoke")).set_index(["r", "group"])
     assert drawn.loc[(0.9, "rare"), "rho_total"] == pytest.approx(0.0238, abs=1e-12)

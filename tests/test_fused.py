@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from flkit import engine, models
+from flkit import engine, models, objectives
 from flkit.fastsgd import FastSGD
-from flkit.papers import cvar
+from flkit.papers.cvar import algorithm
 from flkit.seeding import torch_gen
 
 fused = pytest.importorskip("flkit.fused")
@@ -80,12 +80,12 @@ def test_fast_sgd_fused_equals_grouped():
     net = small_lenet()
     g = torch.Generator().manual_seed(2)
     x, y = torch.randn(30, 1, 8, 8, generator=g), torch.randint(0, 4, (30,), generator=g)
-    P0 = cvar.init(engine.stack(net, 3, torch_gen(0, "init")), [0.3, 1.0, 0.1], [0.1, 0.0, 0.3]).params
+    P0 = algorithm.init(engine.stack(net, 3, torch_gen(0, "init")), [0.3, 1.0, 0.1], [0.1, 0.0, 0.3]).params
     batches = torch.randint(0, 30, (3, 3, 6), generator=g)
     batches[1, 2, 4:] = -1
     out = {}
     for backend in ("grouped", "fused"):
-        fast = FastSGD(net, P0, x, y, 6, lr=cvar.learning_rates(0.1, 0.05), objective=cvar.cvar_objective,
+        fast = FastSGD(net, P0, x, y, 6, lr=algorithm.learning_rates(0.1, 0.05), objective=objectives.cvar_objective,
                               backend=backend)
         fast.precision = "ieee"
         assert fast.backend == backend
@@ -98,12 +98,12 @@ def test_fast_sgd_fused_equals_grouped():
 
 def test_auto_backend_never_picks_the_interpreter():
     net = models.build("cvar_lenet")
-    P = cvar.init(engine.stack(net, 1, torch_gen(0, "init")), 0.3, 0.1).params
+    P = algorithm.init(engine.stack(net, 1, torch_gen(0, "init")), 0.3, 0.1).params
     x, y = torch.zeros(4, 1, 28, 28), torch.zeros(4, dtype=torch.long)
-    fast = FastSGD(net, P, x, y, 2, lr=cvar.learning_rates(0.1, 0.1), objective=cvar.cvar_objective)
+    fast = FastSGD(net, P, x, y, 2, lr=algorithm.learning_rates(0.1, 0.1), objective=objectives.cvar_objective)
     assert fast.backend == "grouped"
     with pytest.raises(ValueError, match="backend must be"):
-        FastSGD(net, P, x, y, 2, lr=cvar.learning_rates(0.1, 0.1), backend="cudnn")
+        FastSGD(net, P, x, y, 2, lr=algorithm.learning_rates(0.1, 0.1), backend="cudnn")
     with pytest.raises(ValueError, match="backend='fused' needs"):
         FastSGD(models.build("cvar_mlp"), engine.stack(models.build("cvar_mlp"), 1), x, y, 2, lr=0.1,
                        backend="fused")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from flkit.papers.cvar import experiments as cvar_ex
+from flkit.papers.cvar import common as cvar_ex
 from flkit.papers.fedau import table as tb
 from flkit.papers.hics import fmnist as hics_ex
 from flkit.papers.verdicts import DOCUMENTS, _departures, _join, document, scale_kind

@@ -20,7 +20,7 @@ horizon, not_rising, correlated). The report results/benchmarks/mutation_report_
 (all of tests/test_claims.py runs: a new test there is part of the probe).
 """
 C, S = "flkit/papers/claims.py", "flkit/papers/scorecard.py"
-R, D = "flkit/papers/cvar/report.py", "flkit/papers/cvar/diagnosis.py"
+R, D = "flkit/papers/cvar/mnist.py", "flkit/papers/cvar/diagnosis.py"
 MUTATIONS = [
     # ---- claims.se
     dict(id="claims-se-ddof0", file=C, old="v.std(ddof=1)", new="v.std(ddof=0)",

@@ -50,7 +50,7 @@ import torch
 from flkit import aggregate, fl, participation
 from flkit.objectives import cvar_objective
 from flkit.papers import claims, cvar
-from flkit.papers.cvar import RARE_CLASSES
+from flkit.papers.cvar.common import RARE_CLASSES
 from flkit.results import Store, book_store, config_key, sweep_batched
 from flkit.seeding import resolve_device
 from flkit.tasks import EngineTask

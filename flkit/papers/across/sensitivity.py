@@ -7,8 +7,8 @@ here), along the one parameter it hinges on:
    FedAvg (alpha = gamma = 1) at the document's alpha = gamma = 0.3 and at 0.1, for r = 90 % (Fig. 3) and 80 %
    (Fig. 4), paired by seed; FedAvg with its step multiplied by 2.63, the largest weight Algorithm 1 gives a step
    at 0.3, as a reference (:func:`cvar_select`, :func:`cvar_gains`). The accuracies are read as the MNIST page
-   reads them (:func:`flkit.papers.cvar.report.final_accuracies`, the mean over the last 10 % of the rounds;
-   the rare classes of :data:`flkit.papers.cvar.report.RARE_CLASSES`).
+   reads them (:func:`flkit.papers.cvar.common.final_accuracies`, the mean over the last 10 % of the rounds;
+   the rare classes of :data:`flkit.papers.cvar.common.RARE_CLASSES`).
 2. **HiCS-FL (004, Sec. 4.1, FMNIST setting (3)), the temperature T and gamma^0.** The late training loss of
    HiCS-FL against CS's, paired by seed, for the document's (T, gamma^0) = (0.0025, 4), T/2 and gamma^0 = 0: the
    variants of :mod:`flkit.papers.hics.diagnosis`, read as its :func:`~flkit.papers.hics.diagnosis.late_table`
@@ -41,9 +41,9 @@ from flkit import plots
 from flkit.papers import claims, scales, settings
 from flkit.papers.across import ITEM
 from flkit.papers.cvar import diagnosis
-from flkit.papers.cvar import experiments as ex
+from flkit.papers.cvar import common as ex
 from flkit.papers.cvar.diagnosis import STEP_FACTOR
-from flkit.papers.cvar.report import RARE_CLASSES, final_accuracies
+from flkit.papers.cvar.common import RARE_CLASSES, final_accuracies
 from flkit.papers.fedau import table as tb
 from flkit.papers.hics import diagnosis as G
 from flkit.papers.hics import entropy as E

@@ -60,50 +60,25 @@ algorithm     State, init, Users, learning_rates, run_round (Algorithm 1 for M r
               minibatches are flkit.engine's: local_train / FastSGD, epoch_batches)
 ram           the RAM distributions: Fig. 2(a)/(b), the authors' 30-user vector (Fig. 2(c), Figs. 3-4,
               Table 1) and the random-draw variant
-experiments   the document's settings and profiles, run configs, data and splits, run_batch, sweep
-report        the document's Table 1 beside ours, its claims checked, Figs. 2-4
+common        what the pages share: the document's settings and the profiles (`settings`), one config per
+              run (`run_configs`), the rare classes, final accuracies, curves and titles
+runs          the data and split of a run, run_batch (vectorized, checkpointed), the results store (sweep, stored)
+items         the document's items the pages test, and each page's checks filed under them
+synthetic_2d  the page of Fig. 2 (decision regions; the authors' model quirks separated)
+mnist         the page of Figs. 3-4 (the reading of the rare classes; its diagnosis)
+fmnist_table  the page of Table 1 (the document's numbers beside ours; its five statements)
+diagnosis     Figs. 3-4: the runs that tell the explanations of the small rare-class gain apart
+weights       Figs. 3-4: the gradient weight each user group received, read off the stored thresholds
 
-Everything below is also reachable as `flkit.papers.cvar.<name>`.
+A page imports its module by name (``from flkit.papers.cvar import mnist``); each page module has `PROFILES`
+and `profile(name, **overrides)`. The package itself exports only what the sweep script, the ledger and the chapter
+"Across the documents" use to run the chapter's runs (`settings`, `run_configs`, `run_batch`, `sweep`, `prepare`, ...).
 """
 from __future__ import annotations
 
-from flkit.papers.cvar.algorithm import EXTRAS, State, Users, init, learning_rates, run_round
-from flkit.papers.cvar.experiments import (CAUSES, INPUT_SCALINGS, quirks_of, scale_inputs, variant_of, FIG2_PANELS, PAPER, PROFILES, Deadline, batch_group, blobs_split, build_model,
-                                    method_of, params_from_table, planned_steps, prepare, ram_of, run_batch, run_configs,
-                                    settings, split_summary, stored, store_for, sweep, validate)
-from flkit.objectives import IGNORE, G, cvar_loss, cvar_objective, grad_G, surrogate
-from flkit.papers.cvar.ram import (AUTHORS_RHO_K30, AUTHORS_RHO_SOURCE, RAMS, RHO_FIG2_K3, TABLE1_RARE_RHO,
-                                   rho_authors_k30, rho_for, rho_table1)
-from flkit.papers.cvar.report import (METHOD_COLORS, METHOD_LABELS, MNIST_CLAIMS, QUANTITIES, RARE_CLASSES, TABLE1_ALPHAS,
-                               TABLE1_GAMMAS, config_of, confirm_fig2, confirm_mnist, confirm_table1, curve_panel,
-                               decision_regions, fig2, fig2_accuracy, final_accuracies, mnist_figure,
-                               rare_classes_2d, scorecard_fig2, scorecard_mnist, scorecard_table1, table1_compare,
-                               table1_item, table1_ours, table1_reference, table1_wide, titled, TABLE1_CLAIMS,
-                               MNIST_HORIZON_ITEM, mnist_metrics, mnist_slopes, run_slopes, confirm_causes,
-                               scorecard_causes, causes_table, causes_reading,
-                               TABLE1_OWED, TABLE1_SHORT, in_words, span, table1_figure, table1_item_verdicts,
-                               table1_long, table1_statements, table1_words)
+from flkit.papers.cvar.algorithm import EXTRAS
+from flkit.papers.cvar.common import PAPER, batch_group, run_configs, settings
+from flkit.papers.cvar.runs import Deadline, build_model, planned_steps, prepare, run_batch, store_for, stored, sweep
 
-__all__ = [
-    # the objective
-    "G", "grad_G", "cvar_loss", "surrogate", "cvar_objective", "IGNORE",
-    # Algorithm 1
-    "State", "EXTRAS", "init", "run_round", "Users", "learning_rates",
-    # RAM distributions
-    "RHO_FIG2_K3", "AUTHORS_RHO_K30", "AUTHORS_RHO_SOURCE", "rho_authors_k30", "RAMS", "rho_table1",
-    "TABLE1_RARE_RHO", "rho_for", "ram_of",
-    # experiments
-    "FIG2_PANELS", "PAPER", "PROFILES", "settings", "method_of", "run_configs", "batch_group", "blobs_split",
-    "prepare", "build_model", "run_batch", "Deadline", "params_from_table", "sweep", "store_for", "planned_steps",
-    "split_summary", "stored", "validate", "CAUSES", "INPUT_SCALINGS", "quirks_of", "scale_inputs", "variant_of",
-    # reading the results
-    "TABLE1_ALPHAS", "TABLE1_GAMMAS", "QUANTITIES", "RARE_CLASSES", "MNIST_CLAIMS", "table1_reference",
-    "table1_ours", "table1_compare", "table1_wide", "final_accuracies", "confirm_table1", "confirm_mnist",
-    "confirm_fig2", "fig2_accuracy", "scorecard_fig2", "scorecard_mnist", "scorecard_table1", "table1_item",
-    "TABLE1_CLAIMS", "MNIST_HORIZON_ITEM", "mnist_metrics", "mnist_slopes", "run_slopes", "confirm_causes",
-    "scorecard_causes", "causes_table", "causes_reading", "TABLE1_OWED", "TABLE1_SHORT", "in_words", "span",
-    "table1_long", "table1_statements", "table1_words", "table1_item_verdicts",
-    # figures
-    "METHOD_LABELS", "METHOD_COLORS", "fig2", "mnist_figure", "curve_panel", "decision_regions", "rare_classes_2d",
-    "config_of", "titled", "table1_figure",
-]
+__all__ = ["PAPER", "settings", "run_configs", "batch_group", "run_batch", "Deadline", "sweep", "stored", "store_for",
+           "planned_steps", "prepare", "build_model", "EXTRAS"]

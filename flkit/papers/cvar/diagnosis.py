@@ -9,9 +9,11 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from flkit import plots
 from flkit.papers import claims
-from flkit.papers.cvar.experiments import run_configs, settings
-from flkit.papers.cvar.report import METHOD_LABELS, RARE_CLASSES, final_accuracies
+from flkit.papers.cvar.common import (METHOD_COLORS, METHOD_LABELS, RARE_CLASSES, final_accuracies, legend_below,
+                                      run_configs, settings)
+from flkit.results import canonical_json
 
 __all__ = ["paired_gains", "strong_risk", "STRONG_RISK", "gain_words", "for_reading", "INPUT_SCALING",
            "authors_scaling", "scaling_effect", "scaling_words", "scaling_by_seed", "LARGER_STEP", "STEP_FACTOR",
@@ -266,7 +268,6 @@ def long_horizon(s: Mapping) -> dict:
 
 
 def _without_seed(config: Mapping) -> str:
-    from flkit.results import canonical_json
     return canonical_json({k: v for k, v in config.items() if k != "seed"})
 
 
@@ -422,8 +423,6 @@ def horizon_figure(df: pd.DataFrame, r: float = 0.9, smooth: float = 0.9, title:
     """The long-horizon runs (`horizon_runs`): test accuracy (%) on the rare class(es) of `r` over the rounds,
     both methods, one line per seed: its evaluations faint, and their EMA (`flkit.plots.smooth_ema`, weight
     `smooth` per evaluation, as the page's other curves); a vertical line at the page's horizon (half the runs')."""
-    from flkit import plots
-    from flkit.papers.cvar.report import METHOD_COLORS, legend_below
     sub = df[(df["pattern_frac"] == r) & (df["metric"] == "test_acc_class")]
     rare = RARE_CLASSES[r]
     T = int(df["rounds"].max())

@@ -24,6 +24,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from flkit import partition
+from flkit.papers.cvar import runs
+from flkit.papers.cvar.common import run_configs
+from flkit.participation import random_access_indices
+
 __all__ = ["above_steps", "round_weights", "group_weights", "after_rare", "runs_of", "summary", "reading",
            "for_reading"]
 
@@ -64,9 +69,7 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> float:
 
 def _user_steps(config: Mapping) -> np.ndarray:
     """S of each user of a stored image run: H ceil(N_i / B), from its split."""
-    from flkit import partition
-    from flkit.papers.cvar.experiments import _image_data
-    _, ytr, _, _, _ = _image_data(config["dataset"], config["train_subset"], config["test_subset"], "cpu")
+    _, ytr, _, _, _ = runs._image_data(config["dataset"], config["train_subset"], config["test_subset"], "cpu")
     p = partition.rare_users(ytr, config["num_users"], config["frequent_frac"], config["pattern_frac"],
                              seed=config["seed"])
     return config["epochs"] * -(-np.asarray(p.sizes) // config["batch_size"])
@@ -74,7 +77,6 @@ def _user_steps(config: Mapping) -> np.ndarray:
 
 def _reading(config: Mapping, table: pd.DataFrame):
     """(relayed user of each round, S_n, A_n, W_n) of one stored run."""
-    from flkit.participation import random_access_indices
     if config.get("t_every", 1) != 1:
         raise ValueError(f"run {config.get('seed')}: t stored every {config['t_every']} rounds; need every round")
     T = int(config["rounds"])
@@ -124,8 +126,7 @@ def group_weights(runs: Sequence[tuple[Mapping, pd.DataFrame]], last_rounds: int
 
 def runs_of(s: Mapping) -> list[tuple[dict, pd.DataFrame]]:
     """(config, tidy table) of every stored run of the image settings `s` (none computed)."""
-    from flkit.papers.cvar.experiments import run_configs, store_for
-    store = store_for(s)
+    store = runs.store_for(s)
     return [(c, store.load(c)) for c in run_configs(s) if store.done(c)]
 
 
