@@ -402,6 +402,10 @@ def test_settings_overrides_win_and_label_reduced_runs():
     s = cvar.settings("fmnist", "reduced", seeds=[0, 1, 2, 3, 4], rounds=6000)
     assert s["label"] == ""  # overrides that restore the document's setting make it the paper setting
     assert cvar.settings("fmnist", "smoke")["label"].startswith("SMOKE")
+    assert cvar.settings("mnist", "paper", rounds=8000)["label"] == "VARIANT: rounds=8000 (document: 4000)"
+    # fewer seeds but more rounds: the reduction and the extension are said apart
+    label = cvar.settings("mnist", "paper", seeds=[0], rounds=8000)["label"]
+    assert label == "REDUCED: seeds=[0] (document: 5 seeds); EXTENDED: rounds=8000 (document: 4000)", label
     with pytest.raises(ValueError, match="unknown setting"):
         cvar.settings("mnist", "paper", round=3)
 

@@ -74,7 +74,8 @@ def settings(experiment: str, profile: str = "smoke", **overrides) -> dict:
     "reduced", "paper"), with `overrides` (papermill parameters; None means "the profile's value")
     winning over the profile. Adds "label": "" when the result is the document's setting, else
     "REDUCED: <what differs from the document>" ("SMOKE: ..." for the smoke profile, "VARIANT: ..." when
-    only labelled variants differ (`ram`, `input_scaling`, `causes`, or more rounds than the document's),
+    only labelled variants differ (`ram`, `input_scaling`, `causes`, or more rounds than the document's); a
+    reduction that also runs more rounds than the document's says so apart: "REDUCED: ...; EXTENDED: rounds=..."),
     which every figure and table title must carry.
 
     input_scaling (Figs. 3-4, Table 1): "document" (the default: [0, 1] pixels for training and test) or
@@ -102,10 +103,13 @@ def settings(experiment: str, profile: str = "smoke", **overrides) -> dict:
         raise ValueError(f"unknown setting(s) {unknown} for {experiment}; known: {sorted(s)}")
     s.update({k: v for k, v in overrides.items() if v is not None})
     diff = [k for k in s if s[k] != PAPER[experiment][k]]
-    what = ", ".join(f"{k}={_short(s[k], k)} (document: {_short(PAPER[experiment][k], k)})" for k in diff)
-    longer = lambda k: k == "rounds" and s[k] is not None and PAPER[experiment][k] is not None and s[k] > PAPER[experiment][k]  # noqa: E731
+    doc = PAPER[experiment]
+    longer = lambda k: k == "rounds" and s[k] is not None and doc[k] is not None and s[k] > doc[k]  # noqa: E731
     variant = all(k in VARIANT_KEYS or longer(k) for k in diff)
     kind = "SMOKE" if profile == "smoke" else "VARIANT" if variant else "REDUCED"
+    said = lambda keys: ", ".join(f"{k}={_short(s[k], k)} (document: {_short(doc[k], k)})" for k in keys)  # noqa: E731
+    extended = [k for k in diff if longer(k)] if kind == "REDUCED" else []   # a reduction that runs longer says so
+    what = said([k for k in diff if k not in extended]) + (f"; EXTENDED: {said(extended)}" if extended else "")
     s["label"] = "" if not diff else f"{kind}: {what}"
     s["experiment"], s["profile"] = experiment, profile
     validate(s)
