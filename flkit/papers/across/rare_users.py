@@ -50,7 +50,7 @@ from flkit import aggregate, fl, participation, plots
 from flkit.objectives import cvar_objective
 from flkit.papers import claims, cvar
 from flkit.papers.across.items import ITEM
-from flkit.papers.cvar.common import RARE_CLASSES
+from flkit.papers.cvar.common import RARE_CLASSES, titled
 from flkit.papers.fedau.common import corollary4_K
 from flkit.results import Store, book_store, config_key, sweep_batched
 from flkit.seeding import resolve_device
@@ -638,14 +638,14 @@ def plot(acc: pd.DataFrame, axes, title=lambda r: f"r = {100 * r:.0f} %") -> Non
 
 def figure(acc: pd.DataFrame, label: str):
     """The page's figure: :func:`plot` with one panel per r (Fig. 3's and Fig. 4's split), the legend below and
-    the title labelled with the profile's reduction `label` (``cvar.titled``). Returns the figure."""
+    the title labelled with the profile's reduction `label` (the Fed-CVaR-Avg chapter's ``titled``). Returns the figure."""
     rs = sorted(set(acc["pattern_frac"]), reverse=True)
     fig, axes = plots.figure(1, len(rs), width=8.0 if len(rs) > 1 else 5.2, row_height=3.9, sharey=False)
     plot(acc, axes[0], title=lambda r: f"Fig. {3 if r == 0.9 else 4}'s split, r = {100 * r:.0f} %")
     h, lab = axes[0][0].get_legend_handles_labels()
     fig.legend(h, lab, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
-    fig.suptitle(cvar.titled(label, "Rare users under document 003's RAM: rare-class against overall accuracy, per rule",
-                             width=110), fontsize=9)
+    fig.suptitle(titled(label, "Rare users under document 003's RAM: rare-class against overall accuracy, per rule",
+                        width=110), fontsize=9)
     return fig
 
 
