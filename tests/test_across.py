@@ -14,9 +14,10 @@ import pytest
 
 from flkit import participation
 from flkit.papers import claims, scorecard
-from flkit.papers.across import ITEM, by_item
 from flkit.papers.across import equivalences as E
 from flkit.papers.across import errata as R
+from flkit.papers.across import fedau_cafed, rare_users, sensitivity
+from flkit.papers.across.items import ITEM, PAGES, by_item
 
 ROUNDS = 60
 
@@ -285,6 +286,40 @@ def test_the_books_own_items_in_the_record():
     assert f"{len(mine)} items that the book states across the documents" in text
     # the documents' counts do not include them
     assert scorecard.counts(t)["items"].sum() == len(scorecard.own(t[t["document"] != scorecard.OWN]))
+
+
+def test_each_page_lists_the_items_book_yaml_places_on_it():
+    """items.PAGES agrees with book.yaml's `page` of every item (each item on one page), and each page's verdict
+    box leads with the first of its items."""
+    placed = {it.id: it.page for it in scorecard.items(scorecard.OWN)}
+    listed = {ITEM[k]: f"across/{page}" for page, keys in PAGES.items() for k in keys}
+    assert sum(len(keys) for keys in PAGES.values()) == len(listed) == len(ITEM)
+    assert listed == placed
+    for page, mod in dict(equivalences=E, errata=R, fedau_cafed=fedau_cafed, rare_users=rare_users,
+                          sensitivity=sensitivity).items():
+        assert mod.BOX["page"] == f"across/{page}" and mod.BOX["headline"] == ITEM[PAGES[page][0]], page
+
+
+def test_by_item_refuses_a_check_of_another_page():
+    c = claims.holds("x", True, "exact")
+    assert by_item([("norm", c), ("norm", c)], "errata") == {ITEM["norm"]: [c, c]}
+    assert by_item({"is": [c]}, "equivalences") == {ITEM["is"]: [c]}
+    with pytest.raises(KeyError, match="not an item of page 'errata'"):
+        by_item([("is", c)], "errata")
+    with pytest.raises(KeyError, match="unknown page"):
+        by_item([("is", c)], "nowhere")
+    with pytest.raises(KeyError):
+        by_item([("no such item", c)])
+
+
+def test_the_errata_profile():
+    assert R.profile("paper") == dict(draws=20_000, seeds=[0])
+    assert R.profile("smoke", seeds=[3], draws=None) == dict(draws=2_000, seeds=[3])
+    for bad, word in ((dict(draws=0), "draws"), (dict(seeds=[-1]), "seeds"), (dict(rounds=3), "unknown setting")):
+        with pytest.raises(ValueError, match=word):
+            R.profile("smoke", **bad)
+    with pytest.raises(ValueError, match="smoke"):
+        R.profile("huge")
 
 
 def test_verdict_box_of_the_books_own():

@@ -169,12 +169,22 @@ def test_paired_comparisons_and_checks_on_known_numbers():
         RU.checks(om, RU.omega_check(_rho(), 3000, [0, 1], package=False), pf, pf, acc)
 
 
+def test_profile_is_settings_by_the_template_name():
+    """The page's profile() is settings() (kept for the script and the ledger), with the same overrides."""
+    assert RU.profile("reduced") == RU.settings("reduced")
+    assert RU.profile("smoke", seeds=[3], r=[0.9]) == RU.settings("smoke", seeds=[3], r=[0.9])
+    assert RU.run_configs(RU.profile("paper")) == RU.run_configs(RU.settings("paper"))
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: RU.settings("huge"), "profile"),
     (lambda: RU.settings("smoke", rules=["fedprox"]), "rules"),
     (lambda: RU.settings("smoke", rules=[]), "rules"),
     (lambda: RU.settings("smoke", rounds=0), "rounds"),
     (lambda: RU.settings("smoke", seeds=[-1]), "seeds"),
+    (lambda: RU.profile("huge"), "smoke"),
+    (lambda: RU.profile("smoke", epochs=2), "unknown setting"),
+    (lambda: RU.profile("smoke", rounds=0), "rounds"),
     (lambda: RU.aggregator("scaffold"), "unknown rule"),
     (lambda: RU.omega_check([0.5, 0.6], 100, [0]), "sum to 1"),
     (lambda: RU.omega_check(_rho(), 1, [0]), "rounds"),

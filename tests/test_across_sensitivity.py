@@ -10,7 +10,8 @@ import pytest
 
 from flkit import results
 from flkit.papers import claims, scorecard
-from flkit.papers.across import ITEM, sensitivity as SN
+from flkit.papers.across import sensitivity as SN
+from flkit.papers.across.items import ITEM
 from flkit.papers.cvar import common as ex
 from flkit.papers.cvar import diagnosis
 

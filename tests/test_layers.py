@@ -36,8 +36,9 @@ _CORE = ["flkit", "flkit.aggregate", "flkit.batches", "flkit.datasets", "flkit.d
 _SUPPORT = ["flkit.papers", "flkit.papers.claims", "flkit.papers.settings", "flkit.papers.verdicts"]
 _CHAPTERS = [
     "flkit.papers.scales",
-    "flkit.papers.across", "flkit.papers.across.equivalences", "flkit.papers.across.errata",
-    "flkit.papers.across.fedau_cafed", "flkit.papers.across.rare_users", "flkit.papers.across.sensitivity",
+    "flkit.papers.across", "flkit.papers.across.common", "flkit.papers.across.equivalences",
+    "flkit.papers.across.errata", "flkit.papers.across.fedau_cafed", "flkit.papers.across.items",
+    "flkit.papers.across.rare_users", "flkit.papers.across.sensitivity",
     "flkit.papers.availability", "flkit.papers.availability.cafed", "flkit.papers.availability.common",
     "flkit.papers.availability.items", "flkit.papers.availability.markov", "flkit.papers.availability.moments",
     "flkit.papers.availability.sampling", "flkit.papers.availability.schemes", "flkit.papers.availability.server_step",

@@ -43,14 +43,17 @@ import pandas as pd
 import torch
 
 from flkit import aggregate, datasets, fl, participation
+from flkit.papers import claims
+from flkit.papers.across.items import ITEM
 from flkit.seeding import rng
 from flkit.tasks import QuadraticTask
 
-__all__ = ["PROFILES", "SETTING", "TOL", "Stream", "stream", "is_002", "algorithm1_000", "unnormalized_001",
+__all__ = ["PROFILES", "BOX", "SETTING", "TOL", "Stream", "stream", "is_002", "algorithm1_000", "unnormalized_001",
            "normalized_001", "saga_002", "fedvarp_000", "umifa_literal_002", "mifa_002", "mifa_000",
            "mifa_waiting", "through_fl", "max_diff", "rule_rows", "rules_table", "forms_table", "empty_round_caveat",
            "to_cafed", "to_fedau", "markov_exact", "markov_simulated", "markov_table", "profile", "checks",
-           "plot_differences", "RULES", "RULE_MARKOV"]
+           "plot_differences", "RULES", "RULE_MARKOV", "forms_view", "markov_view", "markov_z_view", "markov_numbers",
+           "summary_table", "summary_view", "summary_numbers"]
 
 TOL = 1e-10          # largest absolute difference allowed between two forms of the same rule (float64)
 WRONG_MIN = 1e-6     # smallest difference that tells a different rule apart
@@ -63,6 +66,10 @@ PROFILES = {
     "smoke": dict(seeds=[0], rounds=60, chains=100, chain_rounds=1000),
     "paper": dict(seeds=[0, 1, 2], rounds=400, chains=400, chain_rounds=5000),
 }
+# the page's verdict box (scorecard.box)
+BOX = dict(page="across/equivalences", headline=ITEM["is"],
+           tests="that rules the documents write under different names are one rule (importance sampling, SAGA "
+                 "memory, MIFA) and one chain (Markov availability), every form run on one seeded stream")
 
 
 def profile(name: str, **overrides) -> dict:
@@ -324,7 +331,7 @@ def max_diff(trajs: dict[str, np.ndarray]) -> float:
 
 def rule_rows(seed: int, rounds: int) -> dict[str, dict]:
     """For one seed, each rule of the chapter: {key: dict(forms={label: trajectory}, wrong={label: trajectory})}.
-    Keys "is", "varp", "mifa" (the items of ``flkit.papers.across.ITEM``)."""
+    Keys "is", "varp", "mifa" (the items of ``flkit.papers.across.items.ITEM``)."""
     s = stream(seed, rounds)
     S, N = SETTING, SETTING["clients"]
     g, tau = S["local_lr"], S["local_steps"]
@@ -538,9 +545,8 @@ def markov_table(exact: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------------------- the page's checks
 def checks(table: pd.DataFrame, caveat: dict, exact: pd.DataFrame, simulated: pd.DataFrame,
-           exact_wrong: pd.DataFrame, simulated_wrong: pd.DataFrame) -> list[tuple[str, "claims.Check"]]:
-    """The equivalence page's checks as (short name of the item in ``flkit.papers.across.ITEM``, check)."""
-    from flkit.papers import claims
+           exact_wrong: pd.DataFrame, simulated_wrong: pd.DataFrame) -> list[tuple[str, claims.Check]]:
+    """The equivalence page's checks as (short name of the item in ``flkit.papers.across.items.ITEM``, check)."""
     out = []
     for r in table.itertuples():
         out.append((r.key, claims.holds(f"{r.forms} forms of the rule give the same trajectory on one seeded stream "
@@ -584,6 +590,55 @@ def checks(table: pd.DataFrame, caveat: dict, exact: pd.DataFrame, simulated: pd
     return out
 
 
+# ---------------------------------------------------------------------------------------- the page's views
+def forms_view(detail: pd.DataFrame, key: str):
+    """The forms of rule `key` (:data:`RULES`) from :func:`forms_table`, styled for the page."""
+    return (detail[detail["rule"] == RULES[key]].drop(columns="rule").style.hide(axis="index")
+            .format({"max_abs_diff_to_first_form": "{:.2e}"}))
+
+
+def markov_view(mk: pd.DataFrame):
+    """The Markov row (:func:`markov_table`), styled for the page."""
+    return mk.style.hide(axis="index").format({"max_abs_diff": "{:.1e}", "round_trip": "{:.1e}", "max_abs_z": "{:.2f}"})
+
+
+def markov_z_view(simulated: pd.DataFrame) -> pd.DataFrame:
+    """The z-scores of FedAU's parametrization against the closed forms, one row per (p, x, lambda)."""
+    return (simulated[simulated["parametrization"] == "FedAU (x, p)"]
+            .pivot_table(index=["p", "x", "lam"], columns="statistic", values="z")
+            .round(2).rename_axis(columns="z-score against the closed form"))
+
+
+def markov_numbers(mk: pd.DataFrame, exact_wrong: pd.DataFrame, simulated_wrong: pd.DataFrame) -> dict:
+    """The numbers of the Markov section for the prose."""
+    return dict(mk_diff=float(mk["max_abs_diff"].iloc[0]), mk_z=float(mk["max_abs_z"].iloc[0]),
+                mk_resc=int(mk["rescaled"].iloc[0]), mk_pairs=int(mk["pairs"].iloc[0]),
+                mk_wrong=float(exact_wrong["P_diff"].min()), mk_wrong_z=float(simulated_wrong["z"].abs().max()))
+
+
+def summary_table(table: pd.DataFrame, mk: pd.DataFrame, exact_wrong: pd.DataFrame, chains: int,
+                  chain_rounds: int) -> pd.DataFrame:
+    """The page's summary: one row per rule (:func:`rules_table`) and the Markov chain's row (:func:`markov_table`,
+    the simulation of `chains` chains x `chain_rounds` rounds, the wrong map lambda = 1 - x)."""
+    rows = table[["rule", "stream", "forms", "max_abs_diff", "tolerance", "wrong_variants", "wrong_max_abs_diff"]].copy()
+    rows.loc[len(rows)] = dict(rule=RULE_MARKOV,
+                               stream=f"{int(mk['pairs'].iloc[0])} (p, x) pairs, exact; {chains} chains x {chain_rounds} rounds",
+                               forms=2, max_abs_diff=float(mk["max_abs_diff"].iloc[0]), tolerance=TOL,
+                               wrong_variants="lambda = 1 - x", wrong_max_abs_diff=float(exact_wrong["P_diff"].min()))
+    return rows
+
+
+def summary_view(rows: pd.DataFrame):
+    """The summary (:func:`summary_table`), styled for the page."""
+    return rows.style.hide(axis="index").format({"max_abs_diff": "{:.1e}", "tolerance": "{:.0e}",
+                                                  "wrong_max_abs_diff": "{:.1e}"})
+
+
+def summary_numbers(rows: pd.DataFrame) -> dict:
+    """The worst difference between forms of one rule and the least between a rule and a different one."""
+    return dict(worst_same=float(rows["max_abs_diff"].max()), least_apart=float(rows["wrong_max_abs_diff"].min()))
+
+
 def plot_differences(runs: dict, seed: int, axes) -> None:
     """Per rule (one panel each), the largest absolute difference between each form and the rule's first form in
     every round (grey: the forms of the rule; red: a different rule), on a log scale; the floor is float64
@@ -601,5 +656,5 @@ def plot_differences(runs: dict, seed: int, axes) -> None:
         ax.axhline(TOL, color="black", ls=":", lw=1, label=f"tolerance {TOL:g}")
         ax.set(yscale="log", xlabel="round", title=SHORT[key], ylim=(1e-18, 1e4))
     axes[0].set_ylabel("max |w_t - w_t(first form)|")
-    h, l = axes[-1].get_legend_handles_labels()
-    axes[0].figure.legend(h, l, loc="outside lower center", ncols=3, fontsize=8.5, frameon=False)
+    h, lab = axes[-1].get_legend_handles_labels()
+    axes[0].figure.legend(h, lab, loc="outside lower center", ncols=3, fontsize=8.5, frameon=False)

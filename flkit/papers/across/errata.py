@@ -35,18 +35,33 @@ import pandas as pd
 
 from flkit import sample
 from flkit.papers import claims, verdicts
+from flkit.papers.across import common
+from flkit.papers.across.items import ITEM
 from flkit.papers.claims import Check
 from flkit.papers.hics import common as X
 from flkit.seeding import rng
 
 __all__ = ["ByCheck", "ByGlue", "Erratum", "ENTRIES", "DOC_ROUNDS", "glued", "verify", "evidence_table",
            "summary", "markdown", "norm_slip", "two_thirds", "two_thirds_view", "horizon", "speedups", "cluster_slots", "page_checks",
-           "checks", "TT_L", "PROFILES"]
+           "checks", "TT_L", "PROFILES", "profile", "BOX", "norm_view", "literal_contraction", "horizon_view",
+           "speedups_view", "bad_cells", "cluster_view", "fresh_evidence", "summary_numbers", "changing", "backed_line",
+           "evidence_check"]
 
 _BOOK = Path(__file__).resolve().parents[3] / "book"
 HERE = "across/errata"
 # the page's profiles: the Monte Carlo draws of flkit.sample.hics_draw per rule (cluster_slots); all else is exact
 PROFILES = {"smoke": dict(draws=2_000, seeds=[0]), "paper": dict(draws=20_000, seeds=[0])}
+# the page's verdict box (scorecard.box)
+BOX = dict(page=HERE, headline=ITEM["errata"],
+           tests="the errata of the five documents against their evidence in the book's stored checks, and, exactly, "
+                 "the six slips that no chapter checks")
+
+
+def profile(name: str, **overrides) -> dict:
+    """The page's settings under profile `name` ("smoke", "paper"): ``draws``, the Monte Carlo draws per rule of
+    :func:`cluster_slots`, and ``seeds`` (the first seeds the draws), `overrides` (None: the profile's) replacing
+    them; a ValueError names the allowed profiles, or the bad setting."""
+    return common.profile_of("errata", PROFILES, name, overrides)
 
 
 @dataclass(frozen=True)
@@ -103,8 +118,6 @@ class Erratum:
         if len(set(keys)) != len(keys):
             raise ValueError(f"erratum {self.item!r}: evidence keys {keys} are not distinct")
 
-
-from flkit.papers.across import ITEM  # noqa: E402  (the book's own items, for the evidence on this page)
 
 _T3 = "Eq. (proof of Theorem 3): E[(p_n omega_t^n - 1)^2] split into variance and bias, and its bounds"
 _EX3 = "Example: three clients, alpha_i = 1/3, pi ~ (1/2, 1/6, 1), q = (2, 6, 1)"
@@ -699,7 +712,7 @@ TT_L = 10.0      # the curvature at which the errata page quotes the literal ste
 
 
 def checks(draws: int = 20_000, seed: int = 0) -> list[tuple[str, Check]]:
-    """The errata page's own checks, as (short name of the item in ``flkit.papers.across.ITEM``, check): each
+    """The errata page's own checks, as (short name of the item in ``flkit.papers.across.items.ITEM``, check): each
     tests the document's statement, exactly, so that a slip shows as a check that differs."""
     out = []
     ns = norm_slip()
@@ -756,3 +769,81 @@ def checks(draws: int = 20_000, seed: int = 0) -> list[tuple[str, Check]]:
                                          "each rule; largest |z|)", z <= 4, "|Monte Carlo - exact| <= 4 s.e. for both "
                                          "rules", ours=z, reference=4.0)))
     return out
+
+
+# ---------------------------------------------------------------------------------------- the page's views
+def norm_view(ns: dict):
+    """:func:`norm_slip` as the page shows it: per q, the p it gives and chi^2 (exact rationals as fractions)."""
+    rows = [dict(q=k.replace("norm", "alpha / ||alpha||_").replace("_ ", "_"),
+                 p=", ".join(str(x) if not isinstance(x, float) else f"{x:.6f}" for x in v["p"]),
+                 chi2=str(v["chi2"]) if not isinstance(v["chi2"], float) else f"{v['chi2']:.6f}")
+            for k, v in ns.items()]
+    return pd.DataFrame(rows).style.hide(axis="index")
+
+
+def literal_contraction(tt: pd.DataFrame, L: float = TT_L) -> float:
+    """|1 - eta L| of the literal step at curvature `L` (:func:`two_thirds`)."""
+    return float(tt[(tt.L == L) & tt.reading.str.startswith("literal")].contraction.iloc[0])
+
+
+def horizon_view(h: pd.DataFrame):
+    """:func:`horizon` as the page shows it."""
+    return h.rename(columns={"rounds": "document: rounds to target", "stated_rounds": "document: rounds run",
+                             "beyond": "beyond the rounds run"}).style.hide(axis="index")
+
+
+def speedups_view(sp: pd.DataFrame):
+    """:func:`speedups` as the page shows it."""
+    return (sp[["data", "method", "random_rounds", "rounds", "ratio", "printed_speedup", "rounded", "truncated"]]
+            .rename(columns={"random_rounds": "document: random", "rounds": "document: method",
+                             "printed_speedup": "document: speed-up"}).round(4).style.hide(axis="index"))
+
+
+def bad_cells(sp: pd.DataFrame) -> str:
+    """The cells of Table 1 whose printed speed-up is not their round ratio rounded, in words."""
+    return "; ".join(f"{r.data}, {r.method}: {r.random_rounds}/{r.rounds} = {r.ratio:.4f}, printed "
+                     f"{r.printed_speedup:g}" for r in sp[~sp["rounded"]].itertuples())
+
+
+def cluster_view(cs: dict):
+    """:func:`cluster_slots` as the page shows it: each rule's probability of one client per cluster, exact and
+    by Monte Carlo, beside clustered sampling's."""
+    rows = [dict(rule=r, exact=f"{cs[f'exact_{k}']} = {float(cs[f'exact_{k}']):.4f}",
+                 monte_carlo=f"{cs[f'mc_{k}']:.4f} ± {cs[f'mc_{k}_se']:.4f}")
+            for r, k in (("Algorithm 1 as printed", "paper"), ("the authors' slot rule", "code"))]
+    return pd.DataFrame(rows + [dict(rule="clustered sampling", exact="1", monte_carlo="")]).style.hide(axis="index")
+
+
+def fresh_evidence(rows) -> dict:
+    """The evidence this execution of the errata page makes (its own checks as the scorecard records them, `rows`,
+    and its glued numbers), for :func:`verify`, :func:`summary` and :func:`markdown` in place of its stored copy."""
+    return {HERE: pd.DataFrame(rows), HERE + "#glue": {"tt_L": TT_L}}
+
+
+def summary_numbers(s: pd.DataFrame, ok: pd.DataFrame) -> dict:
+    """The errata's counts for the prose: entries, entries backed by their evidence, entries that change a
+    conclusion, entries on the authors' code, and the entries per document. `s`: :func:`summary`; `ok`:
+    :func:`verify`."""
+    return dict(n_entries=len(s), n_backed=int(ok["backed"].sum()), n_changes=int((s["changes"] == "yes").sum()),
+                n_code=int((s["source"] != "document").sum()),
+                per_doc=", ".join(f"{n} in {d}" for d, n in s.groupby("doc").size().items()))
+
+
+def changing(s: pd.DataFrame) -> str:
+    """The entries that change one of the documents' conclusions (Markdown), from :func:`summary`."""
+    return "; ".join(f"{r.item} ({r.doc})" for r in s[s["changes"] == "yes"].itertuples())
+
+
+def backed_line(ok: pd.DataFrame) -> str:
+    """Whether every entry is backed by its evidence (:func:`verify`), in one line."""
+    missing = ok[~ok["backed"]]
+    return "every entry is backed by its evidence" if missing.empty else f"NOT BACKED: {list(missing['item'])}"
+
+
+def evidence_check(ok: pd.DataFrame) -> tuple[str, Check]:
+    """The check of the errata list itself: every entry's evidence found in the stored pages, each showing its
+    slip (:func:`verify`)."""
+    return ("errata", claims.holds(f"every erratum's evidence is found in the stored pages and shows the slip "
+                                   f"({len(ok)} entries)", bool(ok["backed"].all()),
+                                   "every piece of evidence found, every one showing what its entry says",
+                                   ours=int(ok["backed"].sum()), reference=len(ok)))

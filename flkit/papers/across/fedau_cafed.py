@@ -42,12 +42,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import aggregate, participation
+from flkit import aggregate, participation, plots, results
 from flkit.papers import claims, settings
+from flkit.papers.across import common
+from flkit.papers.across.items import ITEM
 from flkit.papers.availability import cafed as C
 
-__all__ = ["PROFILES", "profile", "K", "run_configs", "store", "omega_limit", "omega_long_run", "omega_table", "omega_paths",
-           "weight_shares", "share_by_type", "summarize", "final_objective", "paired", "paired_table", "checks",
+__all__ = ["PROFILES", "BOX", "PAIRS", "profile", "K", "run_configs", "synthetic_runs", "mnist_runs", "reproduction",
+           "mnist_scale", "omega_limit", "omega_long_run", "omega_table", "omega_paths", "weight_shares",
+           "share_by_type", "summarize", "final_objective", "paired", "paired_table", "checks", "omega_view",
+           "omega_numbers", "path_numbers", "pget", "pair_numbers", "trade_words", "early_numbers", "share_numbers",
            "plot_omega", "plot_bias"]
 
 K = C.FEDAU_K
@@ -57,19 +61,31 @@ PROFILES = {
     "smoke": dict(chains=4, chain_rounds=2000),
     "paper": dict(chains=30, chain_rounds=100_000),
 }
+# the page's verdict box (scorecard.box)
+BOX = dict(page="across/fedau_cafed", headline=ITEM["fedau_vs_oracle"],
+           tests="FedAU (000) as a fifth method beside CA-Fed, Unbiased, AdaFed and F3AST (001) on the same Markov "
+                 "availability streams, seeds, local training and server step, and the limit of FedAU's weights on a "
+                 "two-state chain")
+# the paired comparisons of the page (a - b)
+PAIRS = [("fedau", "unbiased"), ("cafed", "fedau"), ("fedau", "adafed"), ("fedau", "f3ast")]
 
 
-def profile(name: str, **overrides) -> dict:
+def profile(name: str, seeds: Sequence[int] | None = None, mnist_seeds: Sequence[int] | None = None,
+            **overrides) -> dict:
     """The page's settings under profile `name` ("smoke", "paper"): the CA-Fed page's synthetic and MNIST
     settings of the same profile (``cafed.profile``) and the long-run simulation of FedAU's weights (``chains``
     copies of each of the synthetic federation's 24 chains, ``chain_rounds`` rounds). A ValueError names the
-    allowed profiles; `overrides` replace top-level settings."""
+    allowed profiles; `seeds` and `mnist_seeds` (None: the profile's) replace the seeds of the synthetic and of
+    the MNIST runs, `overrides` the other top-level settings."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
     base = {k: v for k, v in C.profile(name).items() if k in ("synthetic", "mnist")} | copy.deepcopy(PROFILES[name])
     out = settings.with_overrides(base, overrides, f"fedau_cafed profile {name!r}")
     settings.positive_int(out["chains"], "chains")
     settings.positive_int(out["chain_rounds"], "chain_rounds")
+    for part, given in (("synthetic", seeds), ("mnist", mnist_seeds)):
+        if given is not None:
+            out[part]["seeds"] = settings.seeds(given, "seeds" if part == "synthetic" else "mnist_seeds")
     return out
 
 
@@ -85,10 +101,45 @@ def run_configs(cfg: dict) -> dict[str, dict]:
                 cafed_mnist=C.run_config("cafed_mnist", "mnist", M, 64))
 
 
-def store(profile: str, chapter: str = "across"):
-    """The results store of `chapter` for the published profile ("paper"), its scratch copy otherwise."""
-    from flkit import results
-    return results.book_store(chapter if profile == "paper" else f"tmp/{chapter}")
+def synthetic_runs(syn: C.Clients, cfg: dict, confs: dict, where: results.Store, where_cafed: results.Store
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the five methods on the synthetic federation `syn`, with the target objective; the CA-Fed page's four
+    methods on it): each read from its store (this page's `where`, the CA-Fed page's `where_cafed`) or made.
+    `confs`: :func:`run_configs`."""
+    S = cfg["synthetic"]
+    tab = common.cached(where, confs["synthetic"],
+                        lambda: C.run_experiment(syn, C.LRS["synthetic"], S["rounds"], S["seeds"], S["beta"], 32,
+                                                 methods=C.WITH_FEDAU, train_metrics=True))
+    ref = common.cached(where_cafed, confs["cafed_synthetic"],
+                        lambda: C.run_experiment(syn, C.LRS["synthetic"], S["rounds"], S["seeds"], S["beta"], 32))
+    return tab, ref
+
+
+def mnist_runs(mn: C.Clients, cfg: dict, confs: dict, where: results.Store, where_cafed: results.Store
+               ) -> pd.DataFrame:
+    """The five methods on the MNIST federation `mn`: the CA-Fed page's four (read from `where_cafed` or made)
+    and FedAU (this page's, `where`), on the same availability, seeds and local training."""
+    M = cfg["mnist"]
+    tab_fu = common.cached(where, confs["mnist"],
+                           lambda: C.run_experiment(mn, C.LRS["mnist"], M["rounds"], M["seeds"], M["beta"], 64,
+                                                    methods=("fedau",)))
+    tab_4 = common.cached(where_cafed, confs["cafed_mnist"],
+                          lambda: C.run_experiment(mn, C.LRS["mnist"], M["rounds"], M["seeds"], M["beta"], 64))
+    return pd.concat([tab_4, tab_fu], ignore_index=True)
+
+
+def reproduction(ref: pd.DataFrame, tab: pd.DataFrame) -> tuple[float, int]:
+    """(the largest difference in test accuracy between the CA-Fed page's four methods `ref` and the same methods
+    in this page's runs `tab`, over every (method, seed, round); how many values)."""
+    key = ["method", "seed", "round"]
+    a = ref[ref["metric"] == "test_acc"].set_index(key)["value"]
+    b = tab[tab["metric"] == "test_acc"].set_index(key)["value"].reindex(a.index)
+    return float((a - b).abs().max()), len(a)
+
+
+def mnist_scale(M: dict) -> str:
+    """The scale label of the MNIST checks: "" at the CA-Fed page's full MNIST, else the reduction."""
+    return "" if M["train_fraction"] == 1 else f"reduced: MNIST with {M['train_fraction']:g} of each client's training images"
 
 
 # ================================================================================================
@@ -279,7 +330,7 @@ def _better(summary, metric, a, b, what, scale=""):
 
 def checks(omega: pd.DataFrame, syn: pd.DataFrame, mn: pd.DataFrame | None, tol: float = 0.01,
            mnist_scale: str = "") -> list[tuple[str, claims.Check]]:
-    """The page's checks as (item key of ``flkit.papers.across.ITEM``, Check):
+    """The page's checks as (item key of ``flkit.papers.across.items.ITEM``, Check):
 
     * "fedau_omega": per type and cutoff, FedAU's weight after the long run over its limit, against 1
       (``claims.agree``, margin max(2 s.e., `tol`): `tol` for the estimator's O(1/T) bias);
@@ -311,13 +362,90 @@ def checks(omega: pd.DataFrame, syn: pd.DataFrame, mn: pd.DataFrame | None, tol:
 
 
 # ================================================================================================
+# the page's views and the numbers its prose glues
+# ================================================================================================
+def omega_view(om: pd.DataFrame):
+    """:func:`omega_table` as the page shows it."""
+    return (om.drop(columns="values").rename(columns={"inv_pi": "1/pi", "limit": "omega_inf", "omega": "omega_T (mean)",
+                                                      "ratio": "omega_T / omega_inf"}).round(4).style.hide(axis="index"))
+
+
+def omega_numbers(om: pd.DataFrame, rounds: int) -> dict:
+    """The long-run weights' numbers for the prose (`om`: :func:`omega_table` after `rounds` rounds)."""
+    stable = om[(om["type"] == "unavailable-stable")].set_index("K")
+    return dict(om_T=rounds, om_lim_stable=stable.loc[K, "limit"], om_ratio_max=(om["ratio"] - 1).abs().max(),
+                om_stable_k=stable.loc[K, "ratio"], om_stable_k_se=stable.loc[K, "se"],
+                om_wrong=stable.loc[K, "omega"] / stable.loc[K, "inv_pi"] - 1)
+
+
+def path_numbers(paths: pd.DataFrame, rounds: int) -> dict:
+    """FedAU's weights on the training runs' availability (:func:`omega_paths`) at round 20 and at the end."""
+    end = paths[paths["round"] == rounds].set_index(["K", "type"])["value"]
+    early = paths[paths["round"] == min(20, rounds)].set_index(["K", "type"])["value"]
+    return dict(path_as20=early.loc[(K, "available-shifting")], path_us20=early.loc[(K, "unavailable-shifting")],
+                path_r20=min(20, rounds), path_us_end=end.loc[(K, "unavailable-shifting")],
+                path_st_end=end.loc[(K, "unavailable-stable")], path_T=rounds)
+
+
+def pget(table: pd.DataFrame, pair: str, metric: str) -> tuple:
+    """(mean paired difference, 2 s.e., reading) of `pair` ("FedAU - Unbiased") on `metric` in a
+    :func:`paired_table`."""
+    r = table[(table["a - b"] == pair) & (table["metric"] == METRIC_NAMES[metric])].iloc[0]
+    return r["mean"], r["2 se"], r["reading"]
+
+
+# the pairs the prose reads, by the tag of their glued names
+PROSE_PAIRS = {"fu": "FedAU - Unbiased", "cf": "CA-Fed - FedAU"}
+
+
+def pair_numbers(table: pd.DataFrame, prefix: str, metrics: Sequence[str]) -> dict:
+    """The paired differences of :data:`PROSE_PAIRS` on `metrics` for the prose: ``<prefix>_<tag>_<metric>``
+    (mean), ``..._2se`` and ``..._r`` (the reading)."""
+    out = {}
+    for tag, pair in PROSE_PAIRS.items():
+        for m in metrics:
+            d, s2, rd = pget(table, pair, m)
+            out.update({f"{prefix}_{tag}_{m}": d, f"{prefix}_{tag}_{m}_2se": s2, f"{prefix}_{tag}_{m}_r": rd})
+    return out
+
+
+def trade_words(table: pd.DataFrame) -> str:
+    """Whether CA-Fed's lead in time-average accuracy over FedAU comes with a higher target objective (both beyond
+    2 s.e. in the synthetic :func:`paired_table`), in words."""
+    def beyond(m):
+        d, s2, _ = pget(table, PROSE_PAIRS["cf"], m)
+        return d > s2
+    if beyond("time_avg") and beyond("F_final"):
+        return ("CA-Fed's lead in time-average accuracy comes with a higher target objective at the end: it gains "
+                "speed on a biased objective, the trade of Theorem 1")
+    return "the runs do not show CA-Fed trading the target objective for time-average accuracy"
+
+
+def early_numbers(tab: pd.DataFrame, rounds: int) -> dict:
+    """FedAU's and Unbiased's test accuracy at round 10 (or the last round, if earlier), mean over seeds."""
+    r10 = min(10, rounds)
+    acc = tab[(tab["metric"] == "test_acc") & (tab["round"] == r10)].groupby("method")["value"].mean()
+    return dict(acc10_fedau=acc["fedau"], acc10_unb=acc["unbiased"], r10=r10)
+
+
+def share_numbers(by_type: pd.DataFrame, summ: pd.DataFrame) -> dict:
+    """The weight shares of the unavailable-stable clients (`by_type`: :func:`share_by_type`) and the mean TV
+    distance of FedAU, Unbiased and CA-Fed (`summ`: :func:`summarize`), on the synthetic task."""
+    st = "unavailable-stable"
+    return dict(sh_fu_st=by_type.loc["FedAU", st], sh_ub_st=by_type.loc["Unbiased", st],
+                sh_ca_st=by_type.loc["CA-Fed", st], sh_target_st=by_type.loc["target q", st],
+                tv_fu=summ.loc[summ["method"] == "fedau", "tv"].mean(),
+                tv_ub=summ.loc[summ["method"] == "unbiased", "tv"].mean(),
+                tv_ca=summ.loc[summ["method"] == "cafed", "tv"].mean())
+
+
+# ================================================================================================
 # figures
 # ================================================================================================
 def plot_omega(paths: pd.DataFrame, cl: C.Clients, title: str, axes=None):
     r"""One panel per cutoff: :math:`\pi_k\omega_t^k` per availability type over the rounds (mean over clients
     and seeds, band +- 1 s.e.), with the limit :math:`\pi\,\omega_\infty` of each type (dotted) and the
     oracle's 1 (grey)."""
-    from flkit import plots
     ks = list(dict.fromkeys(paths["K"]))
     if axes is None:
         axes = plots.figure(1, len(ks), row_height=3.0, sharey=True)[1][0]
@@ -343,7 +471,6 @@ def plot_omega(paths: pd.DataFrame, cl: C.Clients, title: str, axes=None):
 def plot_bias(summaries: dict[str, pd.DataFrame], title: str, ax=None, methods: Sequence[str] = C.WITH_FEDAU):
     """Per data set and method: the total-variation distance of the weight shares from the target, mean over
     seeds with +- 2 s.e."""
-    from flkit import plots
     if ax is None:
         ax = plots.figure(1, 1, row_height=3.0)[1][0, 0]
     width = 0.8 / len(methods)

@@ -37,7 +37,6 @@ interval between two relays of user i is geometric with mean :math:`1/\rho_i`, s
 """
 from __future__ import annotations
 
-import copy
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -47,15 +46,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import aggregate, fl, participation
+from flkit import aggregate, fl, participation, plots
 from flkit.objectives import cvar_objective
 from flkit.papers import claims, cvar
-from flkit.papers.cvar.common import RARE_CLASSES
+from flkit.papers.across.items import ITEM
+from flkit.papers.cvar.common import RARE_CLASSES, titled
+from flkit.papers.fedau.common import corollary4_K
 from flkit.results import Store, book_store, config_key, sweep_batched
 from flkit.seeding import resolve_device
 from flkit.tasks import EngineTask
 
-__all__ = ["PAGE", "RULES", "LABELS", "COLORS", "PROFILES", "settings", "run_configs", "aggregator", "ram_mask",
+__all__ = ["PAGE", "BOX", "RULES", "LABELS", "COLORS", "PROFILES", "OMEGA_USERS", "profile", "settings", "rho_of",
+           "weight_numbers", "omega_view", "omega_numbers", "figure", "paired_view", "compute_lines", "run_configs", "aggregator", "ram_mask",
            "build_task", "run_batch", "store_for", "sweep", "stored", "final_accuracies", "paired", "summary", "summary_wide",
            "chapter_check", "findings", "omega_from_mask", "omega_check", "omega_stream", "checks", "overall_checks", "plot", "scale_of",
            "Deadline"]
@@ -85,6 +87,14 @@ PROFILES = {
 }
 # omega against 1/rho on long RAM streams (no training): chains x rounds
 OMEGA_STREAM = dict(chains=8, rounds=100_000)
+# the page's verdict box (scorecard.box)
+BOX = dict(page=PAGE, headline=ITEM["rare_lift"],
+           tests="whether the rules of documents 000 and 002 for participation the server does not control (FedAU "
+                 "and MIFA, with weighting by the known 1/rho_i as the oracle) protect the rare users of document "
+                 "003's random access model better than FedAvg and Fed-CVaR-Avg, on its MNIST split, and whether "
+                 "FedAU's weights estimate 1/rho_i there")
+# the users whose omega the page shows: three frequent ones and the three rarest
+OMEGA_USERS = (0, 13, 26, 27, 28, 29)
 
 
 class Deadline(RuntimeError):
@@ -111,6 +121,27 @@ def settings(profile: str = "smoke", *, seeds=None, rounds=None, r=None, rules=N
                       seeds=list(seeds) if seeds is not None else p["seeds"],
                       rounds=int(rounds) if rounds is not None else p["rounds"])
     return dict(s, page_profile=profile, rules=rules)
+
+
+def profile(name: str, **overrides) -> dict:
+    """The page's settings under profile `name` (smoke, reduced, paper): :func:`settings` with the overrides
+    ``seeds``, ``rounds``, ``r`` and ``rules`` (None: the profile's). A ValueError names the allowed profiles, an
+    unknown override or a bad value."""
+    unknown = sorted(set(overrides) - {"seeds", "rounds", "r", "rules"})
+    if unknown:
+        raise ValueError(f"rare_users profile {name!r}: unknown setting(s) {unknown}; the page takes seeds, rounds, "
+                         "r and rules")
+    return settings(name, **overrides)
+
+
+def rho_of(s: Mapping) -> np.ndarray:
+    """The RAM's rho (the users' relay probabilities) of settings `s` (the same for every run)."""
+    return np.asarray(run_configs(s)[0]["rho"])
+
+
+def weight_numbers(rho: np.ndarray) -> dict:
+    """The weights 1/(K rho_i) of the most and of the least frequent user (FedAvg's relay gives each 1/K)."""
+    return dict(w_min=float(1 / (rho.size * rho.max())), w_max=float(1 / (rho.size * rho.min())))
 
 
 def _base(s: Mapping) -> list[dict]:
@@ -499,10 +530,38 @@ def omega_check(rho, rounds: int, seeds: Sequence[int], Ks=(None, FEDAU_K), *, p
     return pd.DataFrame(rows)
 
 
+def omega_view(om_runs: pd.DataFrame, om_long: pd.DataFrame, rounds: int, n_seeds: int, users=OMEGA_USERS):
+    """FedAU's omega against its limit for `users`, on the runs' RAM streams (`om_runs`, `rounds` rounds, `n_seeds`
+    seeds) and on the long streams (`om_long`, :data:`OMEGA_STREAM`), styled for the page."""
+    show = pd.concat([om_runs.assign(stream=f"runs' RAM, {rounds} rounds, {n_seeds} seeds"),
+                      om_long.assign(stream=f"{OMEGA_STREAM['chains']} chains x {OMEGA_STREAM['rounds']:,} rounds")])
+    show = show[show["user"].isin(list(users))][["stream", "K", "user", "rho", "inv_rho", "limit", "omega", "omega_sd",
+                                                 "intervals", "rel_error", "z", "rho_omega"]]
+    return show.style.hide(axis="index").format({"rho": "{:.4f}", "inv_rho": "{:.1f}", "limit": "{:.1f}",
+                                                 "omega": "{:.1f}", "omega_sd": "{:.1f}", "rel_error": "{:+.3f}",
+                                                 "z": "{:+.2f}", "rho_omega": "{:.3f}"})
+
+
+def omega_numbers(om_runs: pd.DataFrame, om_long: pd.DataFrame, rho: np.ndarray, rounds: int, n_seeds: int,
+                  doc_rounds: int = 4000) -> dict:
+    """The numbers of the omega section for the prose: the largest |z| per cutoff on the long streams, the fewest
+    intervals per user there, the rarest user's (29) error and intervals per run on the runs' streams, rho_i times
+    the cutoff limit of users 29 and 27, and Corollary 4's cutoff for the rarest user over `doc_rounds` rounds."""
+    zl = om_long.groupby("K")["z"].apply(lambda z: z.abs().max())
+    rare = om_runs[(om_runs["K"] == "inf") & (om_runs["user"] == 29)].iloc[0]
+    k50 = om_long[om_long["K"] == 50]
+    return dict(om_z_inf=float(zl["inf"]), om_z_50=float(zl[50]), om_int=int(om_long["intervals"].min()),
+                om_rare_err=100 * abs(float(rare["omega"] / rare["limit"] - 1)), om_T=rounds,
+                om_rare_n=float(rare["intervals"]) / n_seeds,
+                om_k50_rho=float(k50[k50["user"] == 29]["rho_limit"].iloc[0]),
+                om_k50_rho27=float(k50[k50["user"] == 27]["rho_limit"].iloc[0]),
+                om_cor4=f"{corollary4_K(rho.min(), doc_rounds):.0f}")
+
+
 # ------------------------------------------------------------------------------------------------ checks
 def checks(omega_long: pd.DataFrame, omega_runs: pd.DataFrame, pairs_fedavg: pd.DataFrame,
            pairs_cvar: pd.DataFrame, acc: pd.DataFrame, tie: float = 1.0) -> list[tuple[str, claims.Check]]:
-    """The page's checks as (short name of the item in ``flkit.papers.across.ITEM``, check).
+    """The page's checks as (short name of the item in ``flkit.papers.across.items.ITEM``, check).
 
     "omega": on long RAM streams (`omega_long`, :func:`omega_check`), FedAU's omega matches its limit within 4
     standard errors for every user (no cutoff: 1/rho; K = 50: the cutoff mean); on the runs' own RAM streams
@@ -575,6 +634,36 @@ def plot(acc: pd.DataFrame, axes, title=lambda r: f"r = {100 * r:.0f} %") -> Non
         ax.set(xlabel="overall test accuracy (%)", ylabel=f"rare-class test accuracy (%), class{'es' if len(_rare(r)) > 1 else ''} "
                f"{classes}", title=title(r))
         ax.grid(alpha=0.3)
+
+
+def figure(acc: pd.DataFrame, label: str):
+    """The page's figure: :func:`plot` with one panel per r (Fig. 3's and Fig. 4's split), the legend below and
+    the title labelled with the profile's reduction `label` (the Fed-CVaR-Avg chapter's ``titled``). Returns the figure."""
+    rs = sorted(set(acc["pattern_frac"]), reverse=True)
+    fig, axes = plots.figure(1, len(rs), width=8.0 if len(rs) > 1 else 5.2, row_height=3.9, sharey=False)
+    plot(acc, axes[0], title=lambda r: f"Fig. {3 if r == 0.9 else 4}'s split, r = {100 * r:.0f} %")
+    h, lab = axes[0][0].get_legend_handles_labels()
+    fig.legend(h, lab, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    fig.suptitle(titled(label, "Rare users under document 003's RAM: rare-class against overall accuracy, per rule",
+                        width=110), fontsize=9)
+    return fig
+
+
+PAIRED_COLUMNS = ["r", "quantity", "method", "seeds", "mean", "against_mean", "difference", "two_se", "verdict"]
+
+
+def paired_view(p: pd.DataFrame, against: str):
+    """A table of :func:`paired` (every rule against the rule labelled `against`), styled for the page."""
+    return p[PAIRED_COLUMNS].rename(columns={"against_mean": against}).style.hide(axis="index").format(
+        {"mean": "{:.1f}", against: "{:.1f}", "difference": "{:+.2f}", "two_se": "{:.2f}"}, na_rep="n/a")
+
+
+def compute_lines(s: Mapping, root=None) -> list[str]:
+    """How long each stored computation of settings `s` (its rounds) took and where, one line each."""
+    man = store_for(s, root).manifests()
+    return [f"a computation of {size} runs took {wall_s / 60:.1f} min on {dev}"
+            for wall_s, size, dev in sorted({(m["wall_time_s"], m["batch_size"], m["device"]) for m in man
+                                             if m["config"]["rounds"] == s["rounds"]}, key=str)]
 
 
 # ------------------------------------------------------------------------------------------------ the scale

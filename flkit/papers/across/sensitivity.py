@@ -39,7 +39,7 @@ import pandas as pd
 
 from flkit import plots
 from flkit.papers import claims, scales, settings
-from flkit.papers.across import ITEM
+from flkit.papers.across.items import DOC, ITEM
 from flkit.papers.cvar import diagnosis
 from flkit.papers.cvar import common as ex
 from flkit.papers.cvar.diagnosis import STEP_FACTOR
@@ -53,7 +53,7 @@ from flkit.papers.mifa.common import MOMENTUM_BASE, PALETTE, momentum_table
 from flkit.papers.mifa.methods import LABELS
 from flkit.papers.verdicts import DOCUMENT_SCALE, page_verdicts
 
-__all__ = ["PROFILES", "profile", "CLAIMS", "claim_scale", "scale_parts", "paired", "select_runs",
+__all__ = ["PROFILES", "BOX", "profile", "CLAIMS", "claim_scale", "claim_scales", "scale_numbers", "scale_parts", "paired", "select_runs",
            "CVAR_ALPHAS", "cvar_select", "cvar_runs", "cvar_gains", "cvar_checks", "plot_cvar",
            "HICS_VARIANTS", "hics_runs", "hics_gaps", "hics_checks", "plot_hics",
            "mifa_runs", "mifa_effects", "mifa_checks", "plot_mifa",
@@ -74,6 +74,11 @@ CLAIMS = {
     "fedau": ("fedau/table", dict(profile="reduced")),     # the tuning grid itself: not the retuned reading
 }
 _NOT_READ = {"hics": ("DivFL",)}        # departures of the source page that the runs read here do not have
+# the page's verdict box (scorecard.box)
+BOX = dict(page="across/sensitivity", headline=ITEM["cvar_alpha"],
+           tests="four claims read again from their chapters' stored runs along the one parameter each hinges on: "
+                 "Fed-CVaR-Avg's alpha = gamma (003), HiCS-FL's T and gamma^0 (004), the momentum beta of MIFAm and "
+                 "U-MIFAm (002) and FedAU's server step eta (000)")
 
 
 def profile(name: str, seeds: Sequence[int] | None = None, **overrides) -> dict:
@@ -107,6 +112,16 @@ def claim_scale(claim: str, profile_name: str = "paper") -> str:
     if profile_name != "paper":
         parts.append(f"reduced: the '{profile_name}' profile (a subset of the stored runs)")
     return "; ".join(dict.fromkeys(parts)) or DOCUMENT_SCALE
+
+
+def claim_scales(profile_name: str = "paper") -> dict[str, str]:
+    """{claim: :func:`claim_scale`} for the four claims under profile `profile_name`."""
+    return {c: claim_scale(c, profile_name) for c in CLAIMS}
+
+
+def scale_numbers(scales_: Mapping[str, str]) -> dict[str, str]:
+    """The claims' scales (:func:`claim_scales`) for the prose, as ``scale_<claim>``."""
+    return {f"scale_{c}": s for c, s in scales_.items()}
 
 
 def scale_parts(params: Mapping) -> list[str]:
@@ -551,7 +566,7 @@ def plot_fedau(curves: pd.DataFrame, title: str, ax=None):
 # ================================================================================================
 def verdicts(checks: Mapping[str, list[claims.Check]]) -> dict[str, str]:
     """{short name: the verdict of its item} (:func:`flkit.papers.scorecard.page_verdicts`, the one rule)."""
-    vs = page_verdicts("book", {ITEM[k]: v for k, v in checks.items()})
+    vs = page_verdicts(DOC, {ITEM[k]: v for k, v in checks.items()})
     return {k: vs[ITEM[k]] for k in checks}
 
 
