@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Run the whole test suite: unit tests, every source notebook at profile=smoke through papermill on the
+# Run the whole test suite: ruff, unit tests, every source notebook at profile=smoke through papermill on the
 # CPU, the book build with warnings as errors, and every page of the built book in headless Chromium.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup_env.sh
+# Lint first and fail fast: ruff's settings are in pyproject.toml ([tool.ruff]).
+.venv/bin/ruff check .
 # tests/test_browser.py needs Debian's chromium; it skips, saying so, where there is none.
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
