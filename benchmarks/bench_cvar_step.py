@@ -58,7 +58,7 @@ def main() -> None:
     for M in a.models:
         P0 = algorithm.init(engine.stack(net, M, torch_gen(0, "init", dev)), 0.3, 0.1).params
         idx = torch.randint(0, 6000, (M, a.batch), device=dev, generator=g)
-        base = None
+        base = ref_ms = None   # the baseline's update and time (none when the baseline failed)
         for name in ["baseline"] + [v for v in a.variants if v != "baseline"]:
             setup = VARIANTS.get(name) or _tuned(name)
             torch.backends.cudnn.benchmark = name != "baseline"
@@ -82,8 +82,10 @@ def main() -> None:
             except Exception as e:  # a variant that fails is reported, not fatal
                 print(f"M={M:<4} {name:<14} failed: {type(e).__name__}: {e}")
                 continue
-            ref_ms = ms if name == "baseline" else ref_ms
-            print(f"M={M:<4} {name:<14} graph {ms:7.3f} ms/step  eager {eager:7.3f}  baseline/this {ref_ms / ms:5.2f}x"
+            if name == "baseline":
+                ref_ms = ms
+            speedup = f"{ref_ms / ms:5.2f}x" if ref_ms is not None else "  n/a"
+            print(f"M={M:<4} {name:<14} graph {ms:7.3f} ms/step  eager {eager:7.3f}  baseline/this {speedup}"
                   f"  update vs baseline {err:.1e}")
         if a.profile:
             from torch.profiler import ProfilerActivity, profile

@@ -18,12 +18,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from flkit.results import compute_summary, computed_on, run_compute_s
+
 _REPO = Path(__file__).resolve().parents[1]
 _PAGE = _REPO / "book" / "appendix" / "reproduce.md"
 _BEGIN = "<!-- reproduce: per-page table (python -m flkit.reproduce --write) -->"
 _END = "<!-- /reproduce -->"
-
-from flkit.results import compute_summary, computed_on, run_compute_s
 
 __all__ = ["pages", "page_runs", "stores", "computed_on", "markdown", "generated", "regenerate", "main"]
 

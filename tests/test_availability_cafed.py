@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from flkit import aggregate, fl, sample
+from flkit import aggregate, sample
 from flkit.aggregate import Updates
 from flkit.papers.availability import cafed as C
 

@@ -1,7 +1,6 @@
 """Fed-CVaR-Avg (document 003): objective, reduction to FedAvg, RAM, data split, vectorization."""
 from __future__ import annotations
 
-import math
 import re
 import time
 from pathlib import Path

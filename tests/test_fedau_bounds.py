@@ -117,7 +117,7 @@ def test_theorem2_conditions_imply_the_lemma_only_for_large_Q():
 def test_theorem2_bound_by_hand(prob):
     kw = dict(gamma=0.01, eta=2.0, I=3, T=100, F=1.5, W_mean=0.2, Q=4.0, G2=2.0)
     b = B.theorem2_bound(prob, **kw)
-    L, s2, d2, N = prob.L, prob.sigma2, prob.delta2, prob.N
+    s2, d2, N = prob.sigma2, prob.delta2, prob.N
     assert b["init"] == pytest.approx(16 * 1.5 / (0.02 * 3 * 100))
     assert b["weights"] == pytest.approx(0.2 * (24 * (15 * 3 * 1e-4 * s2 + 27 * d2 / 8) + 81 * 2.0))
     assert b["drift"] == pytest.approx(40 * 1e-4 * 3 * (s2 + 18 * d2))

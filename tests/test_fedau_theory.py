@@ -6,7 +6,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-import torch
 
 from flkit import aggregate, participation
 from flkit.papers.fedau import theory as th

@@ -5,7 +5,6 @@ the sampler's parity with its helpers, the code variant, and runs through flkit.
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 
 import numpy as np

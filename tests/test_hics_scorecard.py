@@ -6,7 +6,6 @@ import pytest
 
 from flkit.papers import claims, scorecard
 from flkit.papers.hics import common, entropy, fmnist, items
-from flkit.partition import Partition
 
 ITEMS = {it.id: it for it in scorecard.items("004")}
 

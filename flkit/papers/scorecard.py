@@ -460,8 +460,8 @@ def chapter_block(t: pd.DataFrame, doc: str) -> str:
     apart, then the items on no page; the same rows as the scorecard (:func:`table`)."""
     mine = t[t["document"] == doc]
     ch = document(doc).get("chapter")
-    lines = [f"Every verdict below is computed from the pages' stored checks by the book's one rule (the "
-             f"{{doc}}`scorecard <../scorecard/index>` lists each item with its numbers and scale).\n"]
+    lines = ["Every verdict below is computed from the pages' stored checks by the book's one rule (the "
+             "{doc}`scorecard <../scorecard/index>` lists each item with its numbers and scale).\n"]
     for page, g in mine[mine["page"] != ""].groupby("page", sort=False):
         stem = page.split("/", 1)[1] if page.startswith(f"{ch}/") else f"../{page}"
         o, b = own(g), beyond(g)
