@@ -29,7 +29,8 @@ from flkit import models  # noqa: E402
 # CityChan/HiCS-FL@25f309d configs/CIFAR10/*.json, client/client_base.py)
 CONFIGS = {
     "fedau_cifar10": dict(batch=16, steps=5, train=dict(lr=0.1)),                              # FedAU: SGD, I=5
-    "fedau_fmnist": dict(batch=16, steps=5, train=dict(lr=0.1), shape=(1, 28, 28)),            # FedAU chapter's stand-in
+    # FedAU chapter's stand-in
+    "fedau_fmnist": dict(batch=16, steps=5, train=dict(lr=0.1), shape=(1, 28, 28)),
     "hics_cifar10": dict(batch=64, steps=5, train=dict(lr=1e-3, opt="adam", prox_mu=0.5)),    # HiCS: Adam+prox
 }
 
@@ -191,8 +192,8 @@ def main(argv=None):
             for r in rows:
                 w.writerow({**{k: r.get(k) for k in header}, "device": str(device)})
         print(f"wrote {args.out}")
-    print(f"total {time.perf_counter() - t_start:.0f} s; vec = the path vectorized=True picks (grouped for these models); sequential is extrapolated "
-          f"from its per-model rate on at most {seq_cap} models")
+    print(f"total {time.perf_counter() - t_start:.0f} s; vec = the path vectorized=True picks (grouped for these "
+          f"models); sequential is extrapolated from its per-model rate on at most {seq_cap} models")
 
 
 def readable(df):
@@ -201,7 +202,8 @@ def readable(df):
     budget, an error) where a path has no measurement."""
     def reason(note) -> str:
         note = note if isinstance(note, str) else ""
-        why = "out of memory" if "OOM" in note else "time budget" if "budget" in note else "error" if "error" in note else ""
+        why = ("out of memory" if "OOM" in note else "time budget" if "budget" in note
+               else "error" if "error" in note else "")
         return f"n/a ({why})" if why else "n/a"
     out = df.copy().astype(object)
     digits = {"vec/seq": "{:.1f}x", "vec/proxy": "{:.2f}x", "vec_GiB": "{:.1f}"}

@@ -77,7 +77,8 @@ def main(argv=None) -> int:
     rows = [measure(int(m), d, args.rounds) for m in args.methods.split(",") for d in (False, True)]
     print(f"{'runs':>5} {'pairs':>6} {'dedup':>6} {'ops/round':>10} {'syncs/round':>12} {'ms/round':>9}")
     for r in rows:
-        print(f"{r['runs']:>5} {r['pairs']:>6} {str(r['dedup']):>6} {r['ops']:>10.0f} {r['syncs']:>12.0f} {r['ms']:>9.1f}")
+        print(f"{r['runs']:>5} {r['pairs']:>6} {str(r['dedup']):>6} {r['ops']:>10.0f} {r['syncs']:>12.0f} "
+              f"{r['ms']:>9.1f}")
     if args.out:
         import pandas as pd
         pd.DataFrame(rows).to_csv(args.out, index=False)

@@ -5,7 +5,8 @@ calls ("kernels" on a GPU) and host synchronisations per round, and the wall tim
 
     taskset -c 0 .venv/bin/python benchmarks/bench_hics_batched.py --plan          # 5, 10, 50 clients, ~15 min
     taskset -c 0 .venv/bin/python benchmarks/bench_hics_batched.py --clients 5 --scale 0.25   # a quick look
-    taskset -c 0 .venv/bin/python benchmarks/bench_hics_batched.py --estimate 2 --estimate-out results/benchmarks/hics_paper_estimate_cpu.csv
+    taskset -c 0 .venv/bin/python benchmarks/bench_hics_batched.py --estimate 2 \\
+        --estimate-out results/benchmarks/hics_paper_estimate_cpu.csv
 
 Setting: ``flkit.papers.hics.common.make_task`` with the ``paper`` profile (B = 64, two local epochs, plain
 SGD at eta = 0.001), float32, one thread; the clients are the first M of a shuffled order of setting (2)'s 50

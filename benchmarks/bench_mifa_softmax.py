@@ -3,7 +3,8 @@
     python benchmarks/bench_mifa_softmax.py [--models 64] [--reps 3] [--threads 1]
 
 One round's local training of `--models` clients of `flkit.mifa.softmax_task` (MNIST, 100 clients x 516
-samples: the smallest shard; 2 epochs of batches 5 x 100 + 16 = 12 steps, weight decay 1e-3, step 0.05): `SoftmaxTask.local_sgd` (closed-form
+samples: the smallest shard; 2 epochs of batches 5 x 100 + 16 = 12 steps, weight decay 1e-3, step 0.05):
+`SoftmaxTask.local_sgd` (closed-form
 gradient, the clients' all-zero pixels skipped) vs `engine.local_train(vectorized="grouped")` on
 nn.Sequential(Flatten, Linear(784, 10)) with the same batches, start and weight decay. Prints the best of
 `--reps` timed calls (after one warm-up), the ratio, and the largest difference of the trained weights.

@@ -94,9 +94,11 @@ def main(argv=None) -> None:
     y = torch.randint(0, 10, (400,), device=dev, generator=g)
     M = 4
     state = algorithm.init(engine.stack(net, M, torch_gen(0, "init", dev)), [1.0, 0.3, 0.1, 0.3], [0.3, 0.3, 0.1, 1.0])
-    users = algorithm.Users(torch.stack([torch.randperm(400, device=dev, generator=g)[:100] for _ in range(M)])[:, None],
+    users = algorithm.Users(torch.stack([torch.randperm(400, device=dev, generator=g)[:100]
+                                         for _ in range(M)])[:, None],
                        torch.tensor([[100], [70], [33], [9]], device=dev))
-    fast = FastSGD(net, state.params, x, y, 32, lr=algorithm.learning_rates(0.05, 0.01), objective=objectives.cvar_objective)
+    fast = FastSGD(net, state.params, x, y, 32, lr=algorithm.learning_rates(0.05, 0.01),
+                   objective=objectives.cvar_objective)
     sel = torch.zeros(M, dtype=torch.long, device=dev)
     for n in range(3):
         gens = lambda: [torch_gen(m, f"batch/{n}", dev) for m in range(M)]  # noqa: E731

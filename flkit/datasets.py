@@ -421,7 +421,8 @@ def import_files(src, root=None) -> list[str]:
     """Copy dataset files from a flat folder into the torchvision layout under ``data_root(root)``.
 
     `src` holds subfolders ``mnist/`` and ``fashion-mnist/`` with the official ``.gz`` files (as the
-    shared data folder of scripts/setup_env.sh does), and optionally ``svhn/`` (``*_32x32.mat``), ``cifar10/`` and ``cifar100/``
+    shared data folder of scripts/setup_env.sh does), and optionally ``svhn/`` (``*_32x32.mat``), ``cifar10/`` and
+    ``cifar100/``
     (the ``.tar.gz`` archives). Every source file is MD5-checked before it is copied; files already
     present with the right MD5 are skipped, a present file with a wrong MD5 raises
     `DatasetCorruptError` (delete it, then import again). Complete archives are then extracted (by

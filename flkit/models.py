@@ -162,7 +162,8 @@ def cvar_2d(num_classes: int = 3, hidden: int = 64, *, zero_init: bool = False, 
     if isinstance(hidden, bool) or not isinstance(hidden, numbers.Integral) or hidden < 0:
         raise ValueError(f"hidden must be an integer >= 0 (0: the linear softmax model 2-C), got {hidden!r}")
     hidden = int(hidden)
-    layers = [nn.Linear(2, hidden), nn.ReLU(), nn.Linear(hidden, num_classes)] if hidden else [nn.Linear(2, num_classes)]
+    layers = [nn.Linear(2, hidden), nn.ReLU(),
+              nn.Linear(hidden, num_classes)] if hidden else [nn.Linear(2, num_classes)]
     if double_softmax:
         layers.append(nn.Softmax(dim=-1))
     return Net(*layers, init="zero" if zero_init else "default")

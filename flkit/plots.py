@@ -249,7 +249,8 @@ def reference_table(ours: pd.DataFrame, reference: pd.DataFrame, on: str | Seque
         if c not in reference.columns or c not in ours.columns:
             raise KeyError(f"column {c!r} of on= must be in both tables")
     if reference.duplicated(on).any():
-        raise ValueError(f"reference has several rows for the same {on}: {reference[reference.duplicated(on, keep=False)]}")
+        raise ValueError(f"reference has several rows for the same {on}: "
+                         f"{reference[reference.duplicated(on, keep=False)]}")
     doc = reference_label
     if ours_label in (doc, "n", "difference") or doc in ("n", "difference"):
         raise ValueError("ours_label and reference_label must differ from each other and from 'n'/'difference'")

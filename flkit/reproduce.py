@@ -83,8 +83,8 @@ def page_runs(record: dict | None) -> str:
     parts = []
     for (device, where), ms in sorted(groups.items()):
         s = compute_summary(ms)
-        parts.append(f"{s['runs']} run{'s' * (s['runs'] > 1)} on {device} ({'platform not recorded' if where == 'not recorded' else where}), "
-                     f"{_minutes(s['compute_s'])}")
+        parts.append(f"{s['runs']} run{'s' * (s['runs'] > 1)} on {device} "
+                     f"({'platform not recorded' if where == 'not recorded' else where}), {_minutes(s['compute_s'])}")
     if missing:
         parts.append(f"{missing} not in the stores here")
     computed = len(record.get("computed", []))

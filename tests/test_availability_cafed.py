@@ -170,7 +170,8 @@ def test_baseline_weights_hand_case():
     # q = (1, 1, 2)/4, pi = (0.5, 1, 0.25); clients 0 and 2 arrive with deltas e1 and e2.
     upd = _upd([[0.5, 1.0, 0.25]], [[1, 1, 2]], [[0, 0], [0, 2]], [[1.0, 0.0], [0.0, 1.0]])
     G, st = _apply(aggregate.InverseAvailability(), upd)
-    torch.testing.assert_close(G, torch.tensor([[0.5, 2.0]], dtype=torch.float64), rtol=0, atol=1e-15)  # Unbiased, CA-Fed
+    # Unbiased, CA-Fed
+    torch.testing.assert_close(G, torch.tensor([[0.5, 2.0]], dtype=torch.float64), rtol=0, atol=1e-15)
     torch.testing.assert_close(st.weight, torch.tensor([[0.5, 0.0, 2.0]], dtype=torch.float64))
     torch.testing.assert_close(st.rounds, torch.tensor([[1.0, 0.0, 1.0]], dtype=torch.float64))
     G, _ = _apply(aggregate.InverseAvailability(normalize=True), upd)        # AdaFed: (0.5, 2) / 2.5
@@ -214,7 +215,8 @@ def test_server_sgd_matches_torch_sgd():
         pairs = [] if t == 2 else [[0, 1]]
         d = delta if pairs else torch.zeros(0, 3, dtype=torch.float64)
         upd = Updates(torch.tensor(pairs, dtype=torch.long).reshape(-1, 2), d,
-                      torch.ones(len(pairs), dtype=torch.float64), 1, 2, torch.tensor([[0.5, 0.8]], dtype=torch.float64),
+                      torch.ones(len(pairs), dtype=torch.float64), 1, 2,
+                      torch.tensor([[0.5, 0.8]], dtype=torch.float64),
                       torch.tensor([[1.0, 3.0]], dtype=torch.float64), (ours - d) if pairs else d)
         G, state = rule.apply(state, upd)
         ours = ours - lr * G[0]
@@ -250,7 +252,8 @@ def test_synthetic_setting():
 
 def test_log_rounds_and_summary():
     r = C.log_rounds(150)
-    assert r[:4].tolist() == [0, 2, 5, 8] and 38 in r and 41 not in r and r[-1] == 150 and len(r) == 28  # 1 + 13 + 15, round 20 twice
+    # 1 + 13 + 15, round 20 twice
+    assert r[:4].tolist() == [0, 2, 5, 8] and 38 in r and 41 not in r and r[-1] == 150 and len(r) == 28
     import pandas as pd
     t = pd.DataFrame({"method": "m", "seed": 0, "round": np.arange(11), "metric": "test_acc", "client": -1,
                       "value": np.linspace(0, 1, 11)})

@@ -147,7 +147,8 @@ def test_weighted_rule_by_hand_and_errors():
     assert torch.allclose(G, torch.tensor([[0.25, 1.5]], dtype=DT))              # (1*d1 + 3*d2) / 4
     G, _ = W.Weighted((1.0, 5.0, 3.0), False).apply(None, upd)
     assert torch.allclose(G, torch.tensor([[1.0, 6.0]], dtype=DT))
-    empty = aggregate.Updates(torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2, dtype=DT), torch.zeros(0, dtype=DT), 1, 3)
+    empty = aggregate.Updates(torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2, dtype=DT),
+                              torch.zeros(0, dtype=DT), 1, 3)
     G, _ = W.Weighted((1.0, 5.0, 3.0), True).apply(None, empty)
     assert torch.equal(G, torch.zeros(1, 2, dtype=DT))                             # nobody available: stay
     with pytest.raises(ValueError, match="positive"):
@@ -199,7 +200,8 @@ def test_fl_run_matches_hand_recursion():
     task = W.WeightedQuadratic(prob)
     pi, q, eta, T = np.array([0.3, 0.6, 0.9, 1.0]), np.array([0.5, 1.0, 2.0, 0.25]), 0.1, 30
     from flkit import participation
-    algs = {"u": fl.Algorithm(W.Weighted(tuple(q), False), lr=eta), "n": fl.Algorithm(W.Weighted(tuple(q), True), lr=eta)}
+    algs = {"u": fl.Algorithm(W.Weighted(tuple(q), False), lr=eta),
+            "n": fl.Algorithm(W.Weighted(tuple(q), True), lr=eta)}
     res = fl.run(task, algs, seeds=[3], rounds=T, availability=lambda s: participation.bernoulli(pi, T, s),
                  every=T, diverge_factor=None)
     mask = participation.bernoulli(pi, T, 3)
@@ -212,7 +214,8 @@ def test_fl_run_matches_hand_recursion():
         assert np.allclose(res.final_w[r].numpy(), w, atol=1e-13, rtol=0)
 
 
-# ------------------------------------------------------------------------------------- "variable # of clients => gamma_s small"
+# ------------------------------------------------------------------------------------- "variable # of clients =>
+# gamma_s small"
 def _page_problem():
     P = W.profile("smoke")["problem"]
     return quadratic_clients(P["n"], P["dim"], P["seed"], heterogeneity=P["heterogeneity"], mu=P["mu"], L=P["L"]), P

@@ -307,13 +307,14 @@ def test_page_in_browser(page, browser, site, book_html):
     assert not problems, f"{page}:\n  " + "\n  ".join(problems)
 
 
+WIDE_CELL = "<td style='white-space: nowrap; padding: 4px'>0.0123</td>"
 BAD_PAGE = r"""<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><article style="max-width: 900px">
 <p>Raw inline $x_i$ and \(y\) math.</p><p><span class="math">\(z\)</span></p>
 <img src="wide.png" style="width: 500px"><img src="missing.png">
 <img src="phone.png" style="max-width: 100%">
-<div class="cell_output"><pre>4 of 4 checks agree or are confirmed. Rule: agrees when |ours - document| <= 2 combined se; """ \
-    + "the line goes on " * 12 + r"""</pre></div>
-<div class="cell_output"><table><tr>""" + "<td style='white-space: nowrap; padding: 4px'>0.0123</td>" * 90 + r"""</tr></table></div>
+<div class="cell_output"><pre>4 of 4 checks agree or are confirmed. Rule: agrees when |ours - document| <= 2 """ \
+    + "combined se; " + "the line goes on " * 12 + r"""</pre></div>
+<div class="cell_output"><table><tr>""" + WIDE_CELL * 90 + r"""</tr></table></div>
 <p><a href="nowhere.html">a</a> <a href="bad.html#nope">b</a> <a href="bad.html#here" id="here">c</a></p>
 <p>saved to /work/secret/run.csv</p><p><code>ram="{glue:text}`x`"</code></p><pre>Traceback (most recent call last)</pre>
 <table><tr><td>NaN</td><td>a claim that pandas cut off...</td><td>1.5</td></tr></table>

@@ -18,7 +18,8 @@ def test_a_stream_is_keyed_by_seed_and_concern():
     others = [rng(3, c).random(6) for c in ("participation", "init", "batch")] + [rng(4, "data").random(6)]
     assert all(np.abs(got - o).max() > 0.01 for o in others)
     seed = int(np.random.default_rng([3, zlib.crc32(b"batch")]).integers(2**63 - 1))
-    assert torch.equal(torch.rand(5, generator=torch_gen(3, "batch")), torch.rand(5, generator=torch.Generator().manual_seed(seed)))
+    assert torch.equal(torch.rand(5, generator=torch_gen(3, "batch")),
+                       torch.rand(5, generator=torch.Generator().manual_seed(seed)))
 
 
 @pytest.mark.parametrize("seed,concern", [(-5, "data"), (True, "data"), (1.0, "data"), (1, ""), (1, None)])

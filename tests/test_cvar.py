@@ -263,7 +263,8 @@ def test_vectorized_runs_equal_separate_runs():
     together = cvar.run_batch(cfgs, "cpu", progress=False, log=lambda _: None)
     for c, tab in zip(cfgs, together):
         alone = cvar.run_batch([c], "cpu", progress=False, log=lambda _: None)[0]
-        pd.testing.assert_frame_equal(tab[["round", "metric", "class", "name"]], alone[["round", "metric", "class", "name"]])
+        pd.testing.assert_frame_equal(tab[["round", "metric", "class", "name"]],
+                                      alone[["round", "metric", "class", "name"]])
         np.testing.assert_allclose(tab["value"], alone["value"], rtol=1e-5, atol=1e-6)
     engine_path = cvar.run_batch(cfgs, "cpu", progress=False, fast=False, log=lambda _: None)
     seq = cvar.run_batch(cfgs[:2], "cpu", progress=False, fast=False, vectorized=False, log=lambda _: None)
@@ -290,7 +291,8 @@ def _fast_and_engine(model, x, y, state, users, dtype, B=32, rounds=2, epochs=2)
     model, x = model.to(dtype), x.to(dtype)
     state = algorithm.State({k: v.to(dtype) for k, v in state.params.items()}, 0)
     M = len(state.params["t"])
-    fast = FastSGD(model, state.params, x, y, B, lr=algorithm.learning_rates(0.05, 0.01), objective=objectives.cvar_objective)
+    fast = FastSGD(model, state.params, x, y, B, lr=algorithm.learning_rates(0.05, 0.01),
+                   objective=objectives.cvar_objective)
     assert fast.trained == [k for k, _ in model.named_parameters()] + ["t"]  # alpha, gamma: constants
     sel = torch.zeros(M, dtype=torch.long)
     for n in range(rounds):
@@ -594,7 +596,8 @@ def test_table1_words_follow_the_checks():
     assert st.to_dict() == {"rise": "contradicted", "p1": "not testable at this scale", "harder": "confirmed",
                             "beats": "confirmed", "best": "confirmed"}
     # the same verdicts as the page's table of the document's reading (rows: best, rise, p1, harder, beats)
-    assert list(fmnist_table.confirm_table1(ours)["verdict"]) == [st[k] for k in ("best", "rise", "p1", "harder", "beats")]
+    assert list(fmnist_table.confirm_table1(ours)["verdict"]) == [st[k] for k in ("best", "rise", "p1", "harder",
+                                                                                  "beats")]
     w = fmnist_table.table1_words(ours, checks)
     assert (w["n_confirmed"], w["n_contradicted"], w["n_untestable"]) == (3, 1, 1)
     assert w["list_contradicted"] == f"“{fmnist_table.TABLE1_SHORT['rise']}”"

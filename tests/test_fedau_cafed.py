@@ -167,7 +167,8 @@ def test_weight_shares_and_tv_by_hand():
     N = len(cl.pi)
     w = np.zeros(N)
     w[:12] = 1.0                                                      # all weight on clients 0-11, equally
-    tab = pd.DataFrame({"method": "x", "seed": 0, "round": 5, "metric": "weight_sum", "value": w, "client": np.arange(N)})
+    tab = pd.DataFrame({"method": "x", "seed": 0, "round": 5, "metric": "weight_sum", "value": w,
+                        "client": np.arange(N)})
     sh = H.weight_shares(tab, cl)
     np.testing.assert_allclose(sh["share"].sum(), 1.0)
     assert sh["tv"].iloc[0] == pytest.approx(0.5)                     # 1/2 (12 |1/12 - 1/24| + 12/24)

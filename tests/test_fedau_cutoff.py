@@ -104,7 +104,8 @@ def test_checks_summary_and_best_follow_the_runs():
                  (0.02, 500): base + np.array([0.1, 0.0, -0.1]), (0.02, None): base}, s)
     cs = cutoff.summarize(df, s)
     assert list(cs.K) == [5, 50, 500, np.inf] and (cs.seeds == 3).all()
-    assert cs[cs.K == 5]["mean"].iloc[0] == pytest.approx(76.0) and cs[cs.K == np.inf]["sd"].iloc[0] == pytest.approx(1.0)
+    assert cs[cs.K == 5]["mean"].iloc[0] == pytest.approx(76.0)
+    assert cs[cs.K == np.inf]["sd"].iloc[0] == pytest.approx(1.0)
     got = {c.what: c.verdict for c in cutoff.checks(df, s)}
     k4 = common.corollary4_K(0.02, 1000)
     assert got == {"p_min = 0.02: no cutoff >= K = 5": "confirmed", "p_min = 0.02: K = 50 >= no cutoff": "confirmed",

@@ -142,7 +142,8 @@ def test_differences_reports_every_method_against_fedau_with_the_documents_colum
     out = T.differences(pd.DataFrame(rows), s).set_index("method")
     assert set(out.index) == {"MIFA", "Average all"}
     assert out.loc["MIFA", "ours"] == pytest.approx(2.0) and out.loc["MIFA", "direction"] == "ahead"
-    assert out.loc["Average all", "ours"] == pytest.approx(-0.1) and out.loc["Average all", "direction"] == "inside noise"
+    assert out.loc["Average all", "ours"] == pytest.approx(-0.1) and out.loc["Average all",
+                                                                             "direction"] == "inside noise"
     assert out.loc["MIFA", "document, CIFAR-10"] == pytest.approx(77.5 - 77.1)
     assert out.loc["MIFA", "document, CIFAR-100"] == pytest.approx(48.4 - 52.3)
     assert out.loc["MIFA", "document_ahead"] == "1 of 4"
@@ -236,11 +237,14 @@ def test_an_edge_selection_widens_its_range_only():
 def test_the_tuned_table_differs_from_the_authors_only_in_step_sizes():
     from flkit.results import config_key
     s = T.profile("reduced")
-    tuned = {m: (T.step(T.lattice_index(g) + 2), T.step(T.lattice_index(e) - 1)) for m, (_, _, g, e) in T.METHODS.items()}
+    tuned = {m: (T.step(T.lattice_index(g) + 2), T.step(T.lattice_index(e) - 1)) for m,
+             (_, _, g, e) in T.METHODS.items()}
     a, b = T.configs(s), T.configs(s, steps=tuned)
     assert len(a) == len(b) == 105
     for x, y in zip(a, b):
-        assert {k: v for k, v in x.items() if k not in ("gamma", "eta")} == {k: v for k, v in y.items() if k not in ("gamma", "eta")}
+        assert {k: v for k, v in x.items() if k not in ("gamma", "eta")} == {k: v for k,
+                                                                             v in y.items() if k not in ("gamma",
+                                                                                                         "eta")}
         assert (y["gamma"], y["eta"]) == tuned[x["method"]] != (x["gamma"], x["eta"])
     # the authors' pairs give the stored runs' configs unchanged
     same = {m: (g, e) for m, (_, _, g, e) in T.METHODS.items()}
@@ -251,7 +255,8 @@ def test_the_tuned_table_differs_from_the_authors_only_in_step_sizes():
 
 def test_the_validation_split_holds_training_images_out_and_never_the_test_set():
     held, kept = common.validation_split(100, 20)
-    assert len(held) == 20 and len(kept) == 80 and not set(held) & set(kept) and set(held) | set(kept) == set(range(100))
+    assert len(held) == 20 and len(kept) == 80
+    assert not set(held) & set(kept) and set(held) | set(kept) == set(range(100))
     s = T.profile("smoke")
     c = T.tune_configs(s, T.first_ranges(s))[0]
     x, y, xv, yv = common.load_data(c, "cpu")
@@ -276,7 +281,8 @@ def test_tune_on_a_tiny_profile(tmp_path):
     # the page's numbers of the study: picking by validation accuracy again differs from the selection nowhere
     v = T.tuning_values(res, s, res["selected"].set_index("method"))
     assert v["n_tuned"] == len(res["selected"]) == len(T.METHODS) - 1 and v["n_grid"] == len(res["scores"])
-    assert v["n_loss_differs"] == 0 and v["n_moved"] + len(v["kept"].split(", ")) * (v["kept"] != "none") == v["n_tuned"]
+    assert v["n_loss_differs"] == 0
+    assert v["n_moved"] + len(v["kept"].split(", ")) * (v["kept"] != "none") == v["n_tuned"]
     assert v["n_smaller"] <= v["n_moved"] and v["max_gain"] >= 0 and v["max_gain_method"] in T.METHODS
 
 
@@ -284,7 +290,8 @@ def test_tune_on_a_tiny_profile(tmp_path):
 def test_cnn_spot_profile_is_the_authors_cnn_at_a_reduced_scale():
     from flkit.results import config_key
     s = T.profile("cnn-spot")
-    assert T.model_name(s) == "fedau_fmnist" and (s["rounds"], s["seeds"], s["patterns"]) == (1000, [1, 2], ["bernoulli"])
+    assert T.model_name(s) == "fedau_fmnist" and (s["rounds"], s["seeds"], s["patterns"]) == (1000, [1, 2],
+                                                                                              ["bernoulli"])
     assert s["methods"] == ["FedAU (K = inf)", "FedAU (K = 50)", "MIFA", "Average participating", "Known p"]
     cs = T.configs(s)
     assert len(cs) == 5 * 2 and {c["model"] for c in cs} == {"fedau_fmnist"}
@@ -302,7 +309,8 @@ def test_cnn_spot_profile_is_the_authors_cnn_at_a_reduced_scale():
     assert T.store_for(s).name == T.store_for(T.profile("reduced")).name      # the book's store, as the page reads it
 
 
-@pytest.mark.parametrize("bad,msg", [(dict(model="logreg"), "authors' CNN"), (dict(methods=["FedAU (K = 3)"]), "methods"),
+@pytest.mark.parametrize("bad,msg",
+                         [(dict(model="logreg"), "authors' CNN"), (dict(methods=["FedAU (K = 3)"]), "methods"),
                                      (dict(methods=[]), "methods"), (dict(seeds=[1, 1]), "repeated"),
                                      (dict(rounds=0), "rounds"), (dict(window=2000), "window"),
                                      (dict(patterns=["periodic"]), "patterns"), (dict(p_min=-0.1), "p_min"),
@@ -313,7 +321,8 @@ def test_cnn_spot_bad_settings_fail_before_any_work(bad, msg, monkeypatch):
         T.profile("cnn-spot", **bad)
     import importlib.util
     from pathlib import Path
-    spec = importlib.util.spec_from_file_location("fedau_sweep", Path(__file__).resolve().parents[1] / "scripts/fedau_sweep.py")
+    spec = importlib.util.spec_from_file_location("fedau_sweep",
+                                                  Path(__file__).resolve().parents[1] / "scripts/fedau_sweep.py")
     sweep_script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep_script)
     (k, v), = bad.items()
@@ -380,7 +389,8 @@ def test_sweep_script_estimate_stores_nothing(tmp_path, monkeypatch, capsys):
     import importlib.util
     from pathlib import Path
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
-    spec = importlib.util.spec_from_file_location("fedau_sweep", Path(__file__).resolve().parents[1] / "scripts/fedau_sweep.py")
+    spec = importlib.util.spec_from_file_location("fedau_sweep",
+                                                  Path(__file__).resolve().parents[1] / "scripts/fedau_sweep.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     sets = [a for k, v in TINY_SPOT.items() for a in ("--set", f"{k}={v}")]

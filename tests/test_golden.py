@@ -41,7 +41,8 @@ def test_float32_contract_accepts_kernel_rounding_and_rejects_real_changes():
     for change in ({loss[0]: 1 + 1e-4}, {t[1]: None}, {t[2]: 0.5}):
         bad = got.copy()
         for i, f in change.items():
-            bad.loc[i, "value"] = bad.loc[i, "value"] * f if f and f > 1 else bad.loc[i, "value"] + (2 * step if f is None else f * step)
+            v = bad.loc[i, "value"]
+            bad.loc[i, "value"] = v * f if f and f > 1 else v + (2 * step if f is None else f * step)
         assert golden.compare("cvar_mnist", bad, want), change
     moved = got.copy()
     moved.loc[acc[1:10], "value"] += 0.01                  # 10 of 400 rows: more than 1 %

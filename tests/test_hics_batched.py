@@ -198,7 +198,8 @@ def test_hics_runs_match_the_one_client_loop(mu):
         assert task.paths == [f"local_train/vectorized={vec}"]
         out[vec] = res
     a, b = out[True].tidy(), out[False].tidy()
-    assert len(a) == len(b) and (a[["method", "round", "metric"]].values == b[["method", "round", "metric"]].values).all()
+    assert len(a) == len(b) and (a[["method", "round", "metric"]].values == b[["method", "round",
+                                                                               "metric"]].values).all()
     acc = a.metric.str.endswith("_acc").to_numpy()
     np.testing.assert_array_equal(a["value"][acc], b["value"][acc])       # accuracies: the same samples right
     np.testing.assert_allclose(a["value"][~acc], b["value"][~acc], rtol=METRIC_RTOL, atol=0)
@@ -263,7 +264,8 @@ def test_fig6_cnn_trains_every_client_at_once_with_the_loops_numbers(monkeypatch
     data = SimpleNamespace(x_train=torch.rand(400, 1, 28, 28, generator=g, dtype=torch.float64), y_train=y,
                            x_test=torch.rand(50, 1, 28, 28, generator=g, dtype=torch.float64),
                            y_test=torch.arange(10).repeat(5))
-    cfg = dict(dissimilarity.FIG6, model="hics_fmnist_paper", clients=4, size=20, rounds=3, every=1, batch_size=8, lr=0.05)
+    cfg = dict(dissimilarity.FIG6, model="hics_fmnist_paper", clients=4, size=20, rounds=3, every=1, batch_size=8,
+               lr=0.05)
     real, seen, rows = dissimilarity.fig6_task, [], {}
     for vec in (True, False):
         def task_of(data, part, cfg, vec=vec):
@@ -300,7 +302,8 @@ def test_masked_batch_norm_gradient_is_the_derivative():
 
 
 def test_the_cnn_trains_its_clients_together_on_a_gpu_and_one_at_a_time_on_a_cpu():
-    assert common.batch_clients("hics_fmnist_paper", torch.device("cuda")) and common.batch_clients("hics_fmnist_paper", "cuda:1")
+    assert common.batch_clients("hics_fmnist_paper", torch.device("cuda")) and common.batch_clients("hics_fmnist_paper",
+                                                                                                    "cuda:1")
     assert not common.batch_clients("hics_fmnist_paper", "cpu")
     assert all(common.batch_clients(m, "cpu") for m in ("logreg", "hics_cifar10", "hics_cifar100"))
     task = hics_task("auto")

@@ -78,7 +78,8 @@ def test_logged_sampler_changes_nothing_and_logs_what_it_did():
     assert np.array_equal(plain, got)
     f = logged.frame([0]).pivot_table(index="round", columns="metric", values="value")
     warm = inner.warmup_rounds(N)
-    assert (f.loc[1:warm, "mode"] == diagnosis.MODES["warmup"]).all() and (f.loc[warm + 1:, "mode"] == diagnosis.MODES["hics"]).all()
+    assert (f.loc[1:warm, "mode"] == diagnosis.MODES["warmup"]).all()
+    assert (f.loc[warm + 1:, "mode"] == diagnosis.MODES["hics"]).all()
     for t in range(12):
         chosen = np.flatnonzero(got[t])
         row = f.loc[t + 1]
@@ -121,7 +122,8 @@ def test_e_tracker_matches_definition_1():
     out = track(zero)
     assert np.allclose([float(out[f"E/{i}"][0]) for i in range(C)], 1 / C)
     assert math.isclose(float(out["E_sum"][0]), 1.0) and abs(float(out["delta"][0])) < 1e-15
-    w = torch.cat([torch.zeros(1, 4 * C, dtype=torch.float64), torch.tensor([[1.0, 0.0, -1.0]], dtype=torch.float64)], 1)
+    w = torch.cat([torch.zeros(1, 4 * C, dtype=torch.float64),
+                   torch.tensor([[1.0, 0.0, -1.0]], dtype=torch.float64)], 1)
     p = torch.softmax(torch.tensor([1.0, 0.0, -1.0], dtype=torch.float64), 0).numpy()   # the same for every sample
     out = track(torch.cat([zero, w]))
     Ei = np.array([float(out[f"E/{i}"][1]) for i in range(C)])
@@ -132,7 +134,8 @@ def test_e_tracker_matches_definition_1():
 
 def test_e_delta_checks_see_a_fall_and_a_rise():
     rounds = np.arange(41)
-    rows = [dict(seed=s, round=r, E_sum=1 - r / 50 + 0.01 * s, delta=0.1 + 0.001 * r * (s + 1)) for s in range(3) for r in rounds]
+    rows = [dict(seed=s, round=r, E_sum=1 - r / 50 + 0.01 * s,
+                 delta=0.1 + 0.001 * r * (s + 1)) for s in range(3) for r in rounds]
     c = diagnosis.e_delta_checks(pd.DataFrame(rows), window=5)
     assert c[0].verdict == "confirmed" and c[1].verdict == "contradicted"
 
@@ -247,7 +250,8 @@ def test_cost_counts_are_exact_and_grow_as_table_1_prints():
 
 def test_cost_checks_agree_with_the_printed_orders_and_fail_a_wrong_one():
     ok = pd.DataFrame({"server": [0.0, 1.0, 0.9, 0.05], "client": [1.0, 0.0, 1.0, 0.0], "comm": [1.0, 0.0, 1.0, 0.0],
-                       "client_at_max": [1e6, 0, 1e6, 0], "comm_at_max": [1e6, 0, 2e6, 0], "server_s_at_max": [0, 0.1, 1, 0.001]},
+                       "client_at_max": [1e6, 0, 1e6, 0], "comm_at_max": [1e6, 0, 2e6, 0],
+                       "server_s_at_max": [0, 0.1, 1, 0.001]},
                       index=["pow-d", "CS", "DivFL", "HiCS-FL"])
     checks = costs.cost_checks(ok)
     assert len(checks) == 8 and all(c[0].verdict == "agrees" for c in checks.values())

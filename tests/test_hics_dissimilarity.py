@@ -103,7 +103,8 @@ def test_thirds_shape_ratio_and_binned_quantile():
     assert dissimilarity.shape_ratio([10.0, 8.0, 2.0]) == pytest.approx(3.0)          # concave: the fall steepens
     assert dissimilarity.shape_ratio([10.0, 4.0, 2.0]) == pytest.approx(1 / 3)        # convex: it flattens
     mids = (np.arange(3) + 0.5) * math.log(10) / 3
-    assert dissimilarity.doc_shape_ratio("blue") == pytest.approx(dissimilarity.shape_ratio(dissimilarity.envelope_curve(mids, 1.0, 0.13, 0.14)))
+    blue = dissimilarity.envelope_curve(mids, 1.0, 0.13, 0.14)
+    assert dissimilarity.doc_shape_ratio("blue") == pytest.approx(dissimilarity.shape_ratio(blue))
     assert dissimilarity.doc_shape_ratio("blue") > 1 and dissimilarity.doc_shape_ratio("green") > 1
     m, lev = dissimilarity.binned_quantile(x, y, bins=3, q=0.5)
     np.testing.assert_allclose(lev, [10.0, 8.0, 2.0])
@@ -117,18 +118,21 @@ def _pts(sign):
     for r in (0, 10):
         H = np.linspace(0.01, 2.29, 30)
         rows.append(pd.DataFrame({"round": r, "client": np.arange(30), "H": H,
-                                  "y": dissimilarity.envelope_curve(H, 1.0, 0.13, 0.14) if sign < 0 else 0.01 + 0.05 * H}))
+                                  "y": dissimilarity.envelope_curve(H, 1.0, 0.13,
+                                                                    0.14) if sign < 0 else 0.01 + 0.05 * H}))
     return pd.concat(rows, ignore_index=True)
 
 
 def test_fig6_checks_verdicts_and_filing():
     betas = (0.5, 1.0, 2.0)
     good = _pts(-1)
-    cs = dissimilarity.fig6_checks(good, dissimilarity.tight_envelope(good.H, good.y, betas=betas), dissimilarity.round_spearman(good))
+    cs = dissimilarity.fig6_checks(good, dissimilarity.tight_envelope(good.H, good.y, betas=betas),
+                                   dissimilarity.round_spearman(good))
     assert [c.verdict for c in cs] == ["agrees"] * 3
     assert cs[0].reference == pytest.approx(dissimilarity.doc_shape_ratio("blue")) and cs[2].ours == pytest.approx(-1.0)
     bad = _pts(+1)
-    cs = dissimilarity.fig6_checks(bad, dissimilarity.tight_envelope(bad.H, bad.y, betas=betas), dissimilarity.round_spearman(bad))
+    cs = dissimilarity.fig6_checks(bad, dissimilarity.tight_envelope(bad.H, bad.y, betas=betas),
+                                   dissimilarity.round_spearman(bad))
     assert [c.verdict for c in cs] == ["differs"] * 3
     filed = items.by_item("theory", cs)
     assert sorted(filed) == sorted(["Fig. 6(a)", "Assumption 1", "Claim (appendix 6.2): the local-global gradient "

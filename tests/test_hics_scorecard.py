@@ -96,7 +96,8 @@ def test_fmnist_page_merges_claims_table1_diagnosis_and_costs():
     cost = {items.COSTS[("CS", "comp")]: [_check("c")], "Fig. 2": [_check("extra")]}
     out = items.merge(items.by_item("fmnist", cs), t1, items.diagnosis(s3, ed), cost)
     assert list(out) == ["Fig. 2", items.RULES["fmnist"][-1][1], "Table 1: FMNIST, speed-up, CS",
-                         items.DIAGNOSIS["s3"], items.DIAGNOSIS["fig4a"], items.DIAGNOSIS["E"], items.DIAGNOSIS["delta"],
+                         items.DIAGNOSIS["s3"], items.DIAGNOSIS["fig4a"], items.DIAGNOSIS["E"],
+                         items.DIAGNOSIS["delta"],
                          "Table 1: extra comp., CS"]
     assert [c.what for c in out["Fig. 2"]] == [cs[0].what, "extra"]       # an item filed twice keeps both, in order
     assert out[items.DIAGNOSIS["s3"]] == s3 and out[items.DIAGNOSIS["E"]] == [ed[0]]

@@ -29,7 +29,8 @@ def test_parameters_cell(source):
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)
 def test_executed_copy_in_book_is_current(source):
     executed = run.book_path(source)
-    assert executed.is_file(), f"run `python -m flkit.run {source.relative_to(run.REPO)} -p profile paper` to create {executed}"
+    assert executed.is_file(), \
+        f"run `python -m flkit.run {source.relative_to(run.REPO)} -p profile paper` to create {executed}"
     a, b = nbformat.read(source, as_version=4), nbformat.read(executed, as_version=4)
     assert _code(a) == _code(b), f"{executed} is stale: re-execute it from its source"
     plots = any("plt." in src or "plots." in src for src in _code(a))

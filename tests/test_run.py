@@ -131,7 +131,8 @@ def test_published_profile_writes_the_page_and_out_anywhere(tree, fake_papermill
 def test_html_writes_a_page_to_look_at_never_into_the_book(tree, fake_papermill, capsys):
     assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper", "--html"]) == 0     # the book page
     page = tree / "results/tmp/notebooks/ch/a.html"
-    assert page.is_file() and "<span class=\"n\">profile</span>" in page.read_text() and not list((tree / "book").rglob("*.html"))
+    assert page.is_file() and "<span class=\"n\">profile</span>" in page.read_text()
+    assert not list((tree / "book").rglob("*.html"))
     assert capsys.readouterr().out.splitlines()[-1] == "html results/tmp/notebooks/ch/a.html"
     assert run.main(["notebooks/ch/b.ipynb", "--out", str(tree / "x" / "b.ipynb"), "--html"]) == 0
     assert (tree / "x" / "b.html").is_file()
@@ -178,7 +179,8 @@ def test_only_the_published_parameters_replace_a_page(tree, fake_papermill, caps
     (["-p", "device", "null"], "error: notebooks/ch/a.ipynb: -p device null: device has no null form here; "
                                "the default is auto"),
     (["-p", "device", "0"], "error: notebooks/ch/a.ipynb: -p device 0: device must be auto, cpu, cuda or cuda:<index>"),
-    (["-p", "device", "gpu"], "error: notebooks/ch/a.ipynb: -p device gpu: device must be auto, cpu, cuda or cuda:<index>"),
+    (["-p", "device", "gpu"],
+     "error: notebooks/ch/a.ipynb: -p device gpu: device must be auto, cpu, cuda or cuda:<index>"),
 ])
 def test_bad_value_is_one_line_before_any_kernel(tree, no_kernel, capsys, argv, line):
     assert run.main(["notebooks/ch/a.ipynb", *argv]) == 2
@@ -336,7 +338,8 @@ DICT_HINT = ("rounds takes a dict with one entry per participation probability p
 
 
 @pytest.mark.parametrize("argv, line", [
-    (["-p", "profile", "paper", "-p", "rounds", "100"], "-p rounds 100: " + DICT_HINT.format(10000, 2000, 2000, "paper")),
+    (["-p", "profile", "paper", "-p", "rounds", "100"],
+     "-p rounds 100: " + DICT_HINT.format(10000, 2000, 2000, "paper")),
     (["-p", "rounds", "-5"], "-p rounds -5: " + DICT_HINT.format(600, 300, 200, "smoke")),
     (["-p", "rounds", "{0.01: 10, 0.1: 10}"], "-p rounds '{0.01: 10, 0.1: 10}': rounds has no entry for 0.5: "
                                              + DICT_HINT.format(600, 300, 200, "smoke")),
@@ -372,7 +375,8 @@ def test_list_shows_every_parameter_with_default_and_allowed_values(tree, no_ker
         "  -p seeds    default null; takes a list of distinct ints >= 0, or null (the profile's)",
         "  -p rounds   default null; takes an int >= 1, or null (the profile's)",
         "  -p device   default auto; takes auto, cpu, cuda or cuda:<index>"]
-    assert "notebooks/ch/b.ipynb\n  no published page yet\n" in out and "-p seed     default 0; takes an int >= 0" in out
+    assert "notebooks/ch/b.ipynb\n  no published page yet\n" in out
+    assert "-p seed     default 0; takes an int >= 0" in out
     assert run.main(["--list", "notebooks/ch/c.ipynb"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "notebooks/ch/c.ipynb"
     assert run.main(["--list", "notebooks/ch/zz.ipynb"]) == 2
@@ -426,7 +430,8 @@ def test_commit_is_recorded_clean_or_with_the_modified_files(tree, fake_papermil
     (tree / "results").mkdir(exist_ok=True)
     _git(tree, "add", "flkit", "notebooks")
     _git(tree, "commit", "-q", "-m", "x")
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True,
+                          text=True).stdout.strip()
     (tree / "results" / "new.csv").write_text("results are no code\n")                 # untracked, and no code
     assert run._git_state() == (head, []) and run._git_commit() == head
     assert run.main(["notebooks/ch/a.ipynb", "-p", "profile", "paper"]) == 0

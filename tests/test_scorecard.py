@@ -127,7 +127,8 @@ def test_page_scale_is_derived_from_the_parameters():
     assert scorecard.scale_kind(cv) == "stand-in" and "rounds 250 (document: 6000)" in cv and "random draw" in cv
     # Figs. 3-4: the document gives no MNIST RAM; a random draw (the authors' script's way) is its setting
     assert scorecard.page_scale("cvar/mnist", {"profile": "paper", "ram": "random-draw"}) == "document's setting"
-    assert scorecard.scale_kind(scorecard.page_scale("cvar/mnist", {"profile": "paper", "ram": "authors"})) == "stand-in"
+    assert scorecard.scale_kind(scorecard.page_scale("cvar/mnist",
+                                                     {"profile": "paper", "ram": "authors"})) == "stand-in"
     fa = scorecard.page_scale("fedau/table", {"profile": "reduced"})
     assert "multinomial logistic regression for the authors' CNN" in fa and "rounds 1,000" in fa
     assert "step sizes" not in fa and "step sizes" not in scorecard.page_scale("fedau/cutoff", {"profile": "reduced",
@@ -194,7 +195,8 @@ def test_record_stores_what_page_checks_reads(monkeypatch, tmp_path):
         pytest.skip("document 000 lists no items")
     ck = claims.agree("a cell", [1.0, 2.0, 3.0], 2.5, ref_sd=0.1)
     df = scorecard.record("000", {it.id: [ck]}, show=False)
-    assert list(df["item"]) == [it.id] and df["ours"].iloc[0] == 2.0 and df["spread"].iloc[0] == pytest.approx(1 / math.sqrt(3))
+    assert list(df["item"]) == [it.id] and df["ours"].iloc[0] == 2.0
+    assert df["spread"].iloc[0] == pytest.approx(1 / math.sqrt(3))
     (bundle, kw), = shown
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
         "display_data", data=bundle, metadata=kw["metadata"])])])
@@ -382,9 +384,9 @@ def test_chapter_block_counts_each_page_once_and_sums_to_the_document():
                                  "document's setting"],
                           still_to_run=["", "cvar-mnist-horizon", "", "", ""], source=["", "", "", "", "beyond"]))
     text = scorecard.chapter_block(t, "003")
-    assert "- {doc}`mnist`: reproduced (1 of 2 items) and not reproduced (1 of 2 items); 1 at the document's setting, " \
-           "1 on a stand-in; 1 claim of other sources, not counted: reproduced (1 of 1 item); 1 with runs still to " \
-           "make at the document's scale." in text
+    assert "- {doc}`mnist`: reproduced (1 of 2 items) and not reproduced (1 of 2 items); 1 at the document's " \
+           "setting, 1 on a stand-in; 1 claim of other sources, not counted: reproduced (1 of 1 item); 1 with runs " \
+           "still to make at the document's scale." in text
     assert "- {doc}`x`: partly (1 of 1 item); all reduced." in text
     assert "- On no page: not attempted (1 of 1 item)." in text
     assert "the document's 4 items: reproduced (1 of 4 items), partly (1 of 4 items), not reproduced (1 of 4 items) " \
@@ -397,7 +399,8 @@ def test_scorecard_page_is_current(record_table):
     assert stored is not None, f"{page} stores no table: execute notebooks/scorecard/index.ipynb"
     fresh = pd.DataFrame(json.loads(record_table.to_json(orient="records")))
     assert stored.to_dict("records") == fresh.to_dict("records"), \
-        "the scorecard page is stale: re-execute it (python -m flkit.run notebooks/scorecard/index.ipynb -p profile paper)"
+        ("the scorecard page is stale: re-execute it "
+         "(python -m flkit.run notebooks/scorecard/index.ipynb -p profile paper)")
 
 
 def test_toc_puts_the_scorecard_first():

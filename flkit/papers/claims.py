@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["RULE", "CHECK_VERDICTS", "OK", "FAILED", "Check", "se", "agree", "bound", "mc_bound", "compare", "close", "holds",
+__all__ = ["RULE", "CHECK_VERDICTS", "OK", "FAILED", "Check", "se", "agree", "bound", "mc_bound", "compare", "close",
+           "holds",
            "horizon", "not_rising", "correlated", "frame", "styled", "summary", "number"]
 
 # a check's verdicts: it holds (OK), it fails (FAILED), or the runs cannot tell
@@ -154,7 +155,8 @@ def compare(what: str, a, b, *, threshold: float = 0.0) -> Check:
         verdict = "confirmed"          # within the stated tie threshold
     else:
         verdict = NOT_TESTABLE
-    rule = "mean paired difference vs 2 se of the differences" + (f" (tie allowed within {threshold:g})" if threshold else "")
+    rule = ("mean paired difference vs 2 se of the differences"
+            + (f" (tie allowed within {threshold:g})" if threshold else ""))
     return Check(what, verdict, mean, 0.0, margin, rule, se(d))
 
 

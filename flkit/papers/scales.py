@@ -28,12 +28,16 @@ def _cvar_scale(experiment: str):
                                                           "model": "model", "dataset": "data"},
                            {"rounds": "rounds", "seeds": "seeds", "panels": "panels", "alphas": "alphas",
                             "train_subset": "training images", "test_subset": "test images"},
-                           words=lambda k, v: ram.get(v, v) if k == "ram" else f"{k} {cvar_ex._short(v, k)}" if k in ("input_scaling", "model", "dataset") else cvar_ex._short(v, k))
+                           words=lambda k, v: (ram.get(v, v) if k == "ram"
+                                               else f"{k} {cvar_ex._short(v, k)}"
+                                               if k in ("input_scaling", "model", "dataset")
+                                               else cvar_ex._short(v, k)))
     return derive
 
 
 def _fedau_scale(params: Mapping) -> list[str]:
-    s = tb.profile(params.get("profile") or "paper", **{k: params.get(k) for k in ("dataset", "model", "rounds", "seeds")
+    s = tb.profile(params.get("profile") or "paper",
+                   **{k: params.get(k) for k in ("dataset", "model", "rounds", "seeds")
                                                        if params.get(k) is not None})
     data = [] if s["dataset"] in tb.DOCUMENT_DATASETS else [
         f"stand-in: {tb.NAMES.get(s['dataset'], s['dataset'])} for the document's data sets "

@@ -13,7 +13,8 @@ Two halves make the record:
 :func:`verdict` is the one rule that turns an item's checks into a verdict, in one vocabulary (:data:`VERDICTS`);
 the *scale* of every check (the document's setting, a stand-in, or reduced: :func:`page_scale`, derived from the
 profile a page ran with) is kept beside it and never folded into it, and so are the runs still to be made at
-the document's scale (the owed-work ledger, :func:`still_to_run`). :func:`table` joins the two halves, :func:`counts` and :func:`status_table` summarise them (the scorecard page and the introduction's
+the document's scale (the owed-work ledger, :func:`still_to_run`). :func:`table` joins the two halves, :func:`counts`
+and :func:`status_table` summarise them (the scorecard page and the introduction's
 status table).  ``python -m flkit.papers.scorecard --intro`` rewrites the introduction's table from the
 record; a test fails when the committed one differs.
 
@@ -48,7 +49,8 @@ from flkit.papers.verdicts import (  # noqa: F401  (re-exported: the scorecard's
     _verdict_words, document, item_scale, items, page_checks, page_verdicts, record, rows, scale_kind, verdict)
 from flkit.reproduce import generated, regenerate
 
-__all__ = ["DOCUMENTS", "OWN", "OWN_SOURCE", "VERDICTS", "SCALES", "SOURCES", "own", "beyond", "page_verdicts", "verdict_box", "box", "Item", "items", "record", "collect", "page_checks", "page_scale",
+__all__ = ["DOCUMENTS", "OWN", "OWN_SOURCE", "VERDICTS", "SCALES", "SOURCES", "own", "beyond", "page_verdicts",
+           "verdict_box", "box", "Item", "items", "record", "collect", "page_checks", "page_scale",
            "scale_kind", "item_scale", "verdict", "still_to_run", "table", "counts", "status_table", "main"]
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -125,9 +127,10 @@ def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, t
     lines = [f"**What this page tests.** {tests[:1].upper() + tests[1:]}.",
              f"**Scale.** {scale}.",
              f"**Headline: {head}.** {c.what}{': ' + numbers if numbers else ''}; rule: {c.rule.rstrip('.')}. "
-             f"Verdict: **{vs[head]}**" + ("" if hs == DOCUMENT_SCALE or vs[head] not in CHECKED else
-                                           f" ({_SCALE_WORDS[scale_kind(hs)]}, as the scale above says)" if hs == scale else
-                                           f" ({hs})") + ".",
+             f"Verdict: **{vs[head]}**"
+             + ("" if hs == DOCUMENT_SCALE or vs[head] not in CHECKED else
+                f" ({_SCALE_WORDS[scale_kind(hs)]}, as the scale above says)" if hs == scale else
+                f" ({hs})") + ".",
              f"**Verdicts of the {len(own_items)} item{'s' if len(own_items) != 1 else ''} "
              f"{'of the book' + chr(39) + 's own' if doc == OWN else 'of document ' + doc} this page checks.** "
              f"{_verdict_words(own_items.values())}."]
@@ -411,7 +414,8 @@ def pages(book: Path = BOOK) -> pd.DataFrame:
 def publish(t: pd.DataFrame, key: str = "scorecard_table") -> None:
     """Store the scorecard table in the executed scorecard page (to test that the page is current)."""
     from IPython.display import display
-    display({_GLUE_MIME: t.to_json(orient="records")}, raw=True, metadata={"scrapbook": dict(name=key, mime_prefix=_GLUE_PREFIX)})
+    display({_GLUE_MIME: t.to_json(orient="records")}, raw=True,
+            metadata={"scrapbook": dict(name=key, mime_prefix=_GLUE_PREFIX)})
 
 
 def published(path: Path, key: str = "scorecard_table") -> pd.DataFrame | None:
@@ -447,7 +451,8 @@ def _scale_words(t: pd.DataFrame) -> str:
     if len(k) == 1:
         only = k.index[0]
         return "all at the document's setting" if only == DOCUMENT_SCALE else f"all {_SCALE_WORDS[only]}"
-    return ", ".join(f"{int(k[s])} {'at the document' + chr(39) + 's setting' if s == DOCUMENT_SCALE else _SCALE_WORDS[s]}"
+    return ", ".join(f"{int(k[s])} "
+                     f"{'at the document' + chr(39) + 's setting' if s == DOCUMENT_SCALE else _SCALE_WORDS[s]}"
                      for s in SCALES if s in k)
 
 

@@ -39,7 +39,8 @@ OWN = "book"
 OWN_SOURCE = "the book's own"
 GLUE_KEY = "scorecard"
 _GLUE_PREFIX = "application/papermill.record/"      # MyST-NB's glue prefix: stored in the notebook, not shown
-_GLUE_MIME = _GLUE_PREFIX + "application/json"    # holds a JSON string: nbformat takes structures only under application/*json
+# holds a JSON string: nbformat takes structures only under application/*json
+_GLUE_MIME = _GLUE_PREFIX + "application/json"
 
 # the verdicts, in the order the scorecard lists them: the book's one vocabulary
 VERDICTS = ("reproduced", "partly", "not reproduced", "not testable at this scale", "nothing to compare with",
@@ -174,7 +175,8 @@ def record(doc: str, checks: Mapping[str, Iterable[Check]] | Iterable[tuple[str,
     if unknown:
         raise ValueError(f"document {doc}: item id(s) {unknown} are not in flkit/papers/items/{doc}.yaml")
     from IPython.display import display
-    display({_GLUE_MIME: json.dumps(rs)}, raw=True, metadata={"scrapbook": dict(name=GLUE_KEY, mime_prefix=_GLUE_PREFIX)})
+    display({_GLUE_MIME: json.dumps(rs)}, raw=True,
+            metadata={"scrapbook": dict(name=GLUE_KEY, mime_prefix=_GLUE_PREFIX)})
     df = pd.DataFrame(rs, columns=["doc", "item", "what", "verdict", "ours", "spread", "reference", "margin", "rule"])
     if show:
         n_ok = int(df["verdict"].isin(["agrees", "confirmed"]).sum())
@@ -199,7 +201,8 @@ def page_checks(path: Path) -> tuple[list[dict], dict]:
     found = []
     for cell in nb.get("cells", []):
         for out in cell.get("outputs", []):
-            if out.get("metadata", {}).get("scrapbook", {}).get("name") == GLUE_KEY and _GLUE_MIME in out.get("data", {}):
+            if out.get("metadata", {}).get("scrapbook", {}).get("name") == GLUE_KEY and _GLUE_MIME in out.get("data",
+                                                                                                              {}):
                 found.append(json.loads(_text(out["data"][_GLUE_MIME])))
     if len(found) > 1:
         raise ValueError(f"{path}: the page records its checks {len(found)} times; call scorecard.record once")

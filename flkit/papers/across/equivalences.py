@@ -3,10 +3,12 @@ r"""The same rule under different names: each documents' form written out, run o
 Three server rules appear in several documents under different names, and one availability model under two
 parametrizations:
 
-* **importance sampling.** Document 002's FedAvg (IS), :math:`G_t = \frac1n\sum_{i\in\mathcal A(t)}\Delta w_t^{(i)}/p_i`;
+* **importance sampling.** Document 002's FedAvg (IS),
+  :math:`G_t = \frac1n\sum_{i\in\mathcal A(t)}\Delta w_t^{(i)}/p_i`;
   document 000's Algorithm 1 with the "known participation statistics" :math:`\omega_n = 1/p_n`,
   :math:`x_{t+1} = x_t + \frac{\eta}{N}\sum_n\omega_n\Delta_t^n`; document 001's unnormalized aggregation with
-  :math:`q_i = \alpha_i/\pi_i`, :math:`w_{k+1} = w_k + \gamma_s\sum_{A_k}q_i(w^{(i)} - w_k)`, with :math:`\alpha_i = 1/N`;
+  :math:`q_i = \alpha_i/\pi_i`, :math:`w_{k+1} = w_k + \gamma_s\sum_{A_k}q_i(w^{(i)} - w_k)`, with
+  :math:`\alpha_i = 1/N`;
 * **SAGA memory.** Document 002's U-MIFA with SAGA memory,
   :math:`G_t = \frac1n\sum_i[y_i + \frac{1_{i\in\mathcal A(t)}}{p_i}(\Delta w^{(i)} - y_i)]`, and document 000's FedVarp
   baseline (FedAU's implementation: the mean over the participants of update minus stored entry, plus the table
@@ -115,7 +117,8 @@ def stream(seed: int, rounds: int) -> Stream:
                                       L=S["L"])
     p = np.asarray(S["p"], dtype=np.float64)
     return Stream(int(seed), prob.A.numpy().copy(), prob.b.numpy().copy(), rng(seed, "init").standard_normal(S["dim"]),
-                  p, participation.bernoulli(p, rounds, seed), participation.uniform_k(S["clients"], S["k"], rounds, seed),
+                  p, participation.bernoulli(p, rounds, seed),
+                  participation.uniform_k(S["clients"], S["k"], rounds, seed),
                   S["k"])
 
 
@@ -370,7 +373,8 @@ def rule_rows(seed: int, rounds: int) -> dict[str, dict]:
         "002: MIFA, written out": mifa_002(A, b, m, w0, g, tau),
         "000: MIFA as FedAU's code runs it, written out": mifa_000(A, b, m, w0, g, 1.0, tau),
         "flkit.aggregate.MIFA through fl.run (chapters 000, 002)": pkg["MIFA"]},
-        wrong={"MIFA that skips the rounds without any participant, written out": mifa_waiting(A, b, m, w0, g, 1.0, tau)})
+        wrong={"MIFA that skips the rounds without any participant, written out": mifa_waiting(A, b, m, w0, g, 1.0,
+                                                                                               tau)})
     return out
 
 
@@ -566,10 +570,11 @@ def checks(table: pd.DataFrame, caveat: dict, exact: pd.DataFrame, simulated: pd
                                      ours=caveat["after"], reference=WRONG_MIN)))
     cols = ["P_diff", "stationary_diff", "lam2_diff", "autocorr_diff"]
     worst = float(exact[cols].max().max())
-    out.append(("markov", claims.holds(f"exact: FedAU's (x, p) and CA-Fed's (pi, lambda) = (p, 1 - x/p) give the same "
-                                       f"transition matrix, stationary law, second eigenvalue and lag-s autocorrelation "
-                                       f"lambda^s on {len(exact)} (p, x) pairs (rescaled ones: lambda = 1 - 1/(1 - p)); "
-                                       "largest difference", worst <= TOL, f"max abs diff <= {TOL:g}", ours=worst,
+    out.append(("markov", claims.holds("exact: FedAU's (x, p) and CA-Fed's (pi, lambda) = (p, 1 - x/p) give the same "
+                                       "transition matrix, stationary law, second eigenvalue and lag-s "
+                                       f"autocorrelation lambda^s on {len(exact)} (p, x) pairs (rescaled ones: lambda "
+                                       "= 1 - 1/(1 - p)); largest difference", worst <= TOL, f"max abs diff <= {TOL:g}",
+                                       ours=worst,
                                        reference=TOL)))
     trip = float(exact.loc[~exact["rescaled"], "round_trip"].max())
     out.append(("markov", claims.holds("the inverse map x = (1 - lambda) pi, p = pi returns every unrescaled (x, p); "
@@ -584,7 +589,8 @@ def checks(table: pd.DataFrame, caveat: dict, exact: pd.DataFrame, simulated: pd
     wp = float(exact_wrong["P_diff"].min())
     wz = float(simulated_wrong["z"].abs().max())
     out.append(("markov", claims.holds("a wrong map (lambda = 1 - x, the division by p forgotten) is told apart: "
-                                       "smallest transition-matrix difference over the pairs", wp > WRONG_MIN and wz > 4,
+                                       "smallest transition-matrix difference over the pairs",
+                                       wp > WRONG_MIN and wz > 4,
                                        f"max abs diff > {WRONG_MIN:g} on every pair and some simulated |z| > 4",
                                        ours=wp, reference=WRONG_MIN)))
     return out
@@ -620,9 +626,11 @@ def summary_table(table: pd.DataFrame, mk: pd.DataFrame, exact_wrong: pd.DataFra
                   chain_rounds: int) -> pd.DataFrame:
     """The page's summary: one row per rule (:func:`rules_table`) and the Markov chain's row (:func:`markov_table`,
     the simulation of `chains` chains x `chain_rounds` rounds, the wrong map lambda = 1 - x)."""
-    rows = table[["rule", "stream", "forms", "max_abs_diff", "tolerance", "wrong_variants", "wrong_max_abs_diff"]].copy()
+    rows = table[["rule", "stream", "forms", "max_abs_diff", "tolerance", "wrong_variants",
+                  "wrong_max_abs_diff"]].copy()
     rows.loc[len(rows)] = dict(rule=RULE_MARKOV,
-                               stream=f"{int(mk['pairs'].iloc[0])} (p, x) pairs, exact; {chains} chains x {chain_rounds} rounds",
+                               stream=f"{int(mk['pairs'].iloc[0])} (p, x) pairs, exact; {chains} chains x "
+                               f"{chain_rounds} rounds",
                                forms=2, max_abs_diff=float(mk["max_abs_diff"].iloc[0]), tolerance=TOL,
                                wrong_variants="lambda = 1 - x", wrong_max_abs_diff=float(exact_wrong["P_diff"].min()))
     return rows
@@ -646,7 +654,8 @@ def plot_differences(runs: dict, seed: int, axes) -> None:
     first = runs[seed]
     for ax, (key, name) in zip(axes, RULES.items()):
         ref = next(iter(first[key]["forms"].values()))
-        for kind, colour, label in (("forms", "0.45", "other forms of the rule"), ("wrong", "tab:red", "a different rule")):
+        for kind, colour, label in (("forms", "0.45", "other forms of the rule"),
+                                    ("wrong", "tab:red", "a different rule")):
             for i, (lab, tr) in enumerate(first[key][kind].items()):
                 if kind == "forms" and i == 0:
                     continue

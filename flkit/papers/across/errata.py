@@ -17,7 +17,8 @@ its speed-ups against its own round counts (:func:`speedups`), and HiCS-FL's "re
 clustered sampling" (:func:`cluster_slots`).
 
 Left out, for want of a check that shows them: the authors' MNIST script's ``num_epochs = 40`` (document 003),
-which the Fed-CVaR-Avg pages report from the code, and document 004's learning-rate schedule ("decreased every 10 iterations, with a decay factor 0.5"), whose effect
+which the Fed-CVaR-Avg pages report from the code, and document 004's learning-rate schedule ("decreased every 10
+iterations, with a decay factor 0.5"), whose effect
 depends on what an iteration is.
 """
 from __future__ import annotations
@@ -42,7 +43,8 @@ from flkit.papers.hics import common as X
 from flkit.seeding import rng
 
 __all__ = ["ByCheck", "ByGlue", "Erratum", "ENTRIES", "DOC_ROUNDS", "glued", "verify", "evidence_table",
-           "summary", "markdown", "norm_slip", "two_thirds", "two_thirds_view", "horizon", "speedups", "cluster_slots", "page_checks",
+           "summary", "markdown", "norm_slip", "two_thirds", "two_thirds_view", "horizon", "speedups", "cluster_slots",
+           "page_checks",
            "checks", "TT_L", "PROFILES", "profile", "BOX", "norm_view", "literal_contraction", "horizon_view",
            "speedups_view", "bad_cells", "cluster_view", "fresh_evidence", "summary_numbers", "changing", "backed_line",
            "evidence_check"]
@@ -67,7 +69,8 @@ def profile(name: str, **overrides) -> dict:
 @dataclass(frozen=True)
 class ByCheck:
     """A check a page records for the scorecard: on `page`, under `item` (as in ``items/<doc>.yaml``), whose
-    wording contains `what` (every such check counts). ``expect="fails"``: the check must differ or be contradicted (the document's
+    wording contains `what` (every such check counts). ``expect="fails"``: the check must differ or be contradicted (the
+    document's
     statement fails); ``"holds"``: it must agree or be confirmed (its criterion is the book's counter-statement).
     `key` names it in the entry's text (``{key.ours}``, ``{key.reference}``)."""
     key: str
@@ -131,8 +134,8 @@ ENTRIES: tuple[Erratum, ...] = (
     # ---------------------------------------------------------------- 000 FedAU
     Erratum(
         "000", "Theorem 3, proof, line (ii)", "slide 'Main Result (cont'd)', proof idea of Theorem 3",
-        r"$\mathbb E[(p_n\omega_t^n - 1)^2] \le p_n^2\,\mathrm{Var}[S_n]/\max\{\lfloor t/K\rfloor, 1\} + (1-p_n)^{2K}$, "
-        r"since at least $\lfloor t/K\rfloor$ samples of $S_n$ estimate $\omega_n$.",
+        r"$\mathbb E[(p_n\omega_t^n - 1)^2] \le p_n^2\,\mathrm{Var}[S_n]/\max\{\lfloor t/K\rfloor, 1\} + "
+        r"(1-p_n)^{2K}$, since at least $\lfloor t/K\rfloor$ samples of $S_n$ estimate $\omega_n$.",
         r"Before a client's first interval is recorded ($t < K$) its weight is Algorithm 2's initial "
         r"$\omega = 1$, not an average of samples of $S_n$: its error $(1-p_n)^2$ lies above line (ii) in "
         r"{ii.ours:.0f} (round, client) cells. The proof's final line (iv) holds in every cell.",
@@ -228,7 +231,8 @@ ENTRIES: tuple[Erratum, ...] = (
         "mifa/theory", False,
         "the non-zero floor of partial participation stands; it is larger than printed and vanishes only linearly "
         r"as $\eta \to 0$.",
-        (ByCheck("eta", "mifa/theory", "Bound (i): floor of FedAvg with importance sampling", "the floor grows like eta^2"),
+        (ByCheck("eta", "mifa/theory", "Bound (i): floor of FedAvg with importance sampling",
+                 "the floor grows like eta^2"),
          ByCheck("below", "mifa/theory", "Bound (i): floor of FedAvg with importance sampling",
                  "the measured floor (from the optimum, 2nd half) is at most eta^2 L c sigma_G^2 / 2"))),
     Erratum(
@@ -292,7 +296,8 @@ ENTRIES: tuple[Erratum, ...] = (
          ByCheck("zero", "cvar/synthetic_2d", _SEC2, "Fig. 2(a): FedAvg with zero-init alone fails")),
         source="authors' code"),
     Erratum(
-        "003", "Figs. 3-4's inputs (the authors' MNIST script)", "PeriklisTheodoropoulos/risk-aware-FL, script for Mnist.py",
+        "003", "Figs. 3-4's inputs (the authors' MNIST script)",
+            "PeriklisTheodoropoulos/risk-aware-FL, script for Mnist.py",
         "The users train on the raw MNIST tensors (pixels 0 to 255) and the global model is tested on pixels "
         "scaled to [0, 1]; the document states neither and reads its MNIST curves as trained and tested alike.",
         r"With the authors' scaling, in Fig. 3's setting, Fed-CVaR-Avg's overall accuracy changes by "
@@ -344,7 +349,8 @@ ENTRIES: tuple[Erratum, ...] = (
         "hics/theory", True,
         "the annealing does not return HiCS-FL to random sampling: its late rounds keep a sampling bias towards "
         "small clusters.",
-        (ByCheck("late", "hics/theory", "Claim (Sec. 3.5): as gamma^t decreases, H_Pi approaches H_M (random sampling's)",
+        (ByCheck("late", "hics/theory",
+                 "Claim (Sec. 3.5): as gamma^t decreases, H_Pi approaches H_M (random sampling's)",
                  "document: as gamma -> 0 HiCS's sampling term approaches random sampling's"),
          ByGlue("hl", "hics/theory", "t2_last_hics", below="t2_s2_mean"),
          ByGlue("hr", "hics/theory", "t2_s2_mean"))),
@@ -483,7 +489,8 @@ def _look(e, book: Path, fresh: dict) -> dict:
         first = m.iloc[0] if found else None
         values = SimpleNamespace(ours=_number(first["ours"]) if found else math.nan,
                                  reference=_number(first["reference"]) if found else math.nan,
-                                 verdict=first["verdict"] if found else "missing", what=first["what"] if found else e.what)
+                                 verdict=first["verdict"] if found else "missing",
+                                 what=first["what"] if found else e.what)
         nums = ""
         if found and (math.isfinite(values.ours) or math.isfinite(values.reference)):
             nums = f" (ours {claims.number(values.ours)}, tested against {claims.number(values.reference)})"

@@ -139,7 +139,9 @@ def reproduction(ref: pd.DataFrame, tab: pd.DataFrame) -> tuple[float, int]:
 
 def mnist_scale(M: dict) -> str:
     """The scale label of the MNIST checks: "" at the CA-Fed page's full MNIST, else the reduction."""
-    return "" if M["train_fraction"] == 1 else f"reduced: MNIST with {M['train_fraction']:g} of each client's training images"
+    if M["train_fraction"] == 1:
+        return ""
+    return f"reduced: MNIST with {M['train_fraction']:g} of each client's training images"
 
 
 # ================================================================================================
@@ -366,8 +368,8 @@ def checks(omega: pd.DataFrame, syn: pd.DataFrame, mn: pd.DataFrame | None, tol:
 # ================================================================================================
 def omega_view(om: pd.DataFrame):
     """:func:`omega_table` as the page shows it."""
-    return (om.drop(columns="values").rename(columns={"inv_pi": "1/pi", "limit": "omega_inf", "omega": "omega_T (mean)",
-                                                      "ratio": "omega_T / omega_inf"}).round(4).style.hide(axis="index"))
+    names = {"inv_pi": "1/pi", "limit": "omega_inf", "omega": "omega_T (mean)", "ratio": "omega_T / omega_inf"}
+    return om.drop(columns="values").rename(columns=names).round(4).style.hide(axis="index")
 
 
 def omega_numbers(om: pd.DataFrame, rounds: int) -> dict:

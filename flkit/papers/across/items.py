@@ -41,10 +41,12 @@ ITEM = {
                        "target objective"),
     "fedau_bias": "FedAU's aggregation weights stay closer to the target weights than CA-Fed's",
     # where a claim hinges on one parameter (sensitivity page)
-    "cvar_alpha": "Fed-CVaR-Avg is above FedAvg on the rare classes and overall (003, Figs. 3-4) at every tested alpha = gamma",
+    "cvar_alpha": "Fed-CVaR-Avg is above FedAvg on the rare classes and overall (003, Figs. 3-4) at every tested "
+        "alpha = gamma",
     "hics_T": ("HiCS-FL performs similarly to CS in FMNIST setting (3) (004, Sec. 4.1) at every tested temperature T "
                "and gamma^0"),
-    "mifa_beta": "Momentum lowers the final gap of MIFAm, U-MIFAm and U-MIFAm with SAGA memory (002) at every tested beta",
+    "mifa_beta": "Momentum lowers the final gap of MIFAm, U-MIFAm and U-MIFAm with SAGA memory (002) at every tested "
+        "beta",
     "fedau_eta": ("FedAU stays ahead of average participating and average all (000, main table) at every tested server "
                   "step eta"),
     # rare users under document 003's random access model

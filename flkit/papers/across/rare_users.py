@@ -57,9 +57,12 @@ from flkit.seeding import resolve_device
 from flkit.tasks import EngineTask
 
 __all__ = ["PAGE", "BOX", "RULES", "LABELS", "COLORS", "PROFILES", "OMEGA_USERS", "profile", "settings", "rho_of",
-           "weight_numbers", "omega_view", "omega_numbers", "figure", "paired_view", "compute_lines", "run_configs", "aggregator", "ram_mask",
-           "build_task", "run_batch", "store_for", "sweep", "stored", "final_accuracies", "paired", "summary", "summary_wide",
-           "chapter_check", "findings", "omega_from_mask", "omega_check", "omega_stream", "checks", "overall_checks", "plot", "scale_of",
+           "weight_numbers", "omega_view", "omega_numbers", "figure", "paired_view", "compute_lines", "run_configs",
+           "aggregator", "ram_mask",
+           "build_task", "run_batch", "store_for", "sweep", "stored", "final_accuracies", "paired", "summary",
+           "summary_wide",
+           "chapter_check", "findings", "omega_from_mask", "omega_check", "omega_stream", "checks", "overall_checks",
+           "plot", "scale_of",
            "Deadline"]
 
 PAGE = "across/rare_users"
@@ -631,14 +634,15 @@ def plot(acc: pd.DataFrame, axes, title=lambda r: f"r = {100 * r:.0f} %") -> Non
             ax.scatter([x.mean()], [y.mean()], s=70, color=col, edgecolor="black", lw=0.7, label=LABELS[rule],
                        zorder=3)
         classes = ", ".join(str(c) for c in _rare(r))
-        ax.set(xlabel="overall test accuracy (%)", ylabel=f"rare-class test accuracy (%), class{'es' if len(_rare(r)) > 1 else ''} "
-               f"{classes}", title=title(r))
+        ax.set(xlabel="overall test accuracy (%)", ylabel="rare-class test accuracy (%), "
+               f"class{'es' if len(_rare(r)) > 1 else ''} {classes}", title=title(r))
         ax.grid(alpha=0.3)
 
 
 def figure(acc: pd.DataFrame, label: str):
     """The page's figure: :func:`plot` with one panel per r (Fig. 3's and Fig. 4's split), the legend below and
-    the title labelled with the profile's reduction `label` (the Fed-CVaR-Avg chapter's ``titled``). Returns the figure."""
+    the title labelled with the profile's reduction `label` (the Fed-CVaR-Avg chapter's ``titled``). Returns the
+    figure."""
     rs = sorted(set(acc["pattern_frac"]), reverse=True)
     fig, axes = plots.figure(1, len(rs), width=8.0 if len(rs) > 1 else 5.2, row_height=3.9, sharey=False)
     plot(acc, axes[0], title=lambda r: f"Fig. {3 if r == 0.9 else 4}'s split, r = {100 * r:.0f} %")

@@ -53,7 +53,8 @@ from flkit.papers.mifa.common import MOMENTUM_BASE, PALETTE, momentum_table
 from flkit.papers.mifa.methods import LABELS
 from flkit.papers.verdicts import DOCUMENT_SCALE, page_verdicts
 
-__all__ = ["PROFILES", "BOX", "profile", "CLAIMS", "claim_scale", "claim_scales", "scale_numbers", "scale_parts", "paired", "select_runs",
+__all__ = ["PROFILES", "BOX", "profile", "CLAIMS", "claim_scale", "claim_scales", "scale_numbers", "scale_parts",
+           "paired", "select_runs",
            "CVAR_ALPHAS", "cvar_select", "cvar_runs", "cvar_gains", "cvar_checks", "plot_cvar",
            "HICS_VARIANTS", "hics_runs", "hics_gaps", "hics_checks", "plot_hics",
            "mifa_runs", "mifa_effects", "mifa_checks", "plot_mifa",

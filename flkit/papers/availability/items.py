@@ -36,7 +36,8 @@ ITEM = {
     "three_clients": "Example: three clients, alpha_i = 1/3, pi ~ (1/2, 1/6, 1), q = (2, 6, 1)",
     "F_B": ("Claim: we optimize the biased F_B = sum_i p_i F^(i) != sum_i alpha_i F^(i), "
             "p_i = pi_i q_i / sum_j pi_j q_j"),
-    "case_1": "Claim: all clients always available (pi_i = 1): p_i proportional to q_i, so q_i = alpha_i gives p_i = alpha_i",
+    "case_1": "Claim: all clients always available (pi_i = 1): p_i proportional to q_i, so q_i = alpha_i gives p_i = "
+        "alpha_i",
     "case_2": "Claim: all clients equally available (pi_i = pi): q_i = alpha_i gives p_i = alpha_i, F_B = F_T",
     "case_3": "Claim: in general, q_i = alpha_i / u_i gives p_i = alpha_i",
     "biased_ok": "Claim: optimizing a biased F_B != F_T may make sense if it is easier than optimizing F_T",
@@ -63,7 +64,8 @@ ITEM = {
     # beyond the notes
     "fedau_map": "Beyond the notes: FedAU's Markov parameters (x, p) are CA-Fed's (pi = p, lambda = 1 - x/p)",
     "cafed_rule": "CA-Fed code (beyond the notes): the greedy exclusion rule on four clients, by hand",
-    "readme_time_avg_synthetic": "CA-Fed README (beyond the notes): CA-Fed achieves a higher time-average accuracy, synthetic",
+    "readme_time_avg_synthetic": "CA-Fed README (beyond the notes): CA-Fed achieves a higher time-average accuracy, "
+        "synthetic",
     "readme_std_synthetic": "CA-Fed README (beyond the notes): CA-Fed achieves a lower standard deviation, synthetic",
     "readme_time_avg_mnist": "CA-Fed README (beyond the notes): CA-Fed achieves a higher time-average accuracy, MNIST",
     "readme_std_mnist": "CA-Fed README (beyond the notes): CA-Fed achieves a lower standard deviation, MNIST",
@@ -94,8 +96,9 @@ KEYS: dict[str, dict[str, tuple[str, str | None]]] = {
         "case_1": ("case_1", "|w_B* - w_T*|^2 <= 1e-20"),
         "case_2": ("case_2", "|w_B* - w_T*|^2 <= 1e-20"),
         "case_3": ("case_3", "|w_B* - w_T*|^2 <= 1e-20"),
-        "gs_below": ("gamma_s", "exact mean-square stability limit (enumeration of the 2^N patterns) below the fixed-weights "
-                                "limit 2/lambda_max(sum_i alpha_i A_i) at every pi_min < 1, equal at pi_min = 1 (1e-9)"),
+        "gs_below": ("gamma_s", "exact mean-square stability limit (enumeration of the 2^N patterns) below the "
+                                "fixed-weights limit 2/lambda_max(sum_i alpha_i A_i) at every pi_min < 1, equal at "
+                                "pi_min = 1 (1e-9)"),
         "gs_falls": ("gamma_s", "exact limit non-increasing as pi_min decreases"),
         "gs_closed": ("gamma_s", "one Hessian for all: |limit ratio - E[S]^2/E[S^2]| <= 1e-12 at every pi_min"),
         "gs_runs": ("gamma_s", "fl.run floors at fractions of the limit against the exact recursion: every |z| <= 4"),

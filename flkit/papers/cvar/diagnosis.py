@@ -40,7 +40,8 @@ def paired_gains(df: pd.DataFrame, last_frac: float = 0.1) -> pd.DataFrame:
             cv_runs = at[(at["method"] != "fedavg") & (at["alpha"] == alpha) & (at["gamma"] == gamma)]
             for q in [*RARE_CLASSES.get(r, ()), "overall"]:
                 pick = lambda g: (g[(g["metric"] == "test_acc")] if q == "overall"  # noqa: E731
-                                  else g[(g["metric"] == "test_acc_class") & (g["class"] == q)]).set_index("seed")["value"]
+                                  else g[(g["metric"] == "test_acc_class") & (g["class"] == q)]
+                                  ).set_index("seed")["value"]
                 fed, cv = pick(fed_runs), pick(cv_runs)
                 seeds = sorted(set(fed.index) & set(cv.index))
                 c = claims.compare(f"r = {r}, {q}: Fed-CVaR-Avg (alpha = {alpha:g}, gamma = {gamma:g}) above FedAvg",
@@ -125,7 +126,8 @@ def scaling_words(effect: pd.DataFrame, gains_authors: pd.DataFrame, r: float = 
     if e.empty:
         return {"effect": "n/a (no stored runs)", "gain": "n/a (no stored runs)", "seeds": "0"}
     name = {"fedavg": "FedAvg", "fed-cvar-avg": "Fed-CVaR-Avg"}
-    say = lambda row: (f"{name[row.method]} on {'the overall test set' if row.quantity == 'overall' else 'class ' + row.quantity}: "  # noqa: E731
+    say = lambda row: (f"{name[row.method]} on "
+                       f"{'the overall test set' if row.quantity == 'overall' else 'class ' + row.quantity}: "  # noqa: E731
                        f"{row.authors_inputs:.1f} % against {row.document_inputs:.1f} % ({_diff(row)})")
     g = gains_authors[gains_authors["r"] == r] if len(gains_authors) else gains_authors
     gain = "; ".join(f"{'overall' if row.quantity == 'overall' else 'class ' + row.quantity}: "
@@ -201,12 +203,15 @@ def step_words(effect: pd.DataFrame, r: float = 0.9) -> dict[str, str]:
     name = lambda q: "overall" if q == "overall" else f"class {q}"  # noqa: E731
 
     def diff(d, se, verdict, n):
-        return f"{d:+.1f} points, one seed: no standard error, {verdict}" if n < 2 else f"{d:+.1f} ± {se:.1f} points, {verdict}"
+        if n < 2:
+            return f"{d:+.1f} points, one seed: no standard error, {verdict}"
+        return f"{d:+.1f} ± {se:.1f} points, {verdict}"
     gain = "; ".join(f"{name(row.quantity)}: {row.fedavg_larger_step:.1f} % against {row.fedavg:.1f} % "
                      f"({diff(row.step_gain, row.step_gain_two_se, row.step_gain_verdict, row.seeds)})"
                      for row in e.itertuples())
     rest = "; ".join(f"{name(row.quantity)}: {row.fed_cvar_avg:.1f} % against {row.fedavg_larger_step:.1f} % "
-                     f"({diff(row.cvar_minus_step, row.cvar_minus_step_two_se, row.cvar_minus_step_verdict, row.seeds)})"
+                     "(" + diff(row.cvar_minus_step, row.cvar_minus_step_two_se, row.cvar_minus_step_verdict,
+                                row.seeds) + ")"
                      for row in e.itertuples())
     return {"gain": gain, "rest": rest, "seeds": str(int(e["seeds"].min())), "reading": _step_reading(e)}
 
@@ -397,8 +402,8 @@ def horizon_words(effect: pd.DataFrame, checks: list, planned: int = 3, r: float
                all_fed=f"{o['fedavg_read'].mean():.1f} % -> {o['fedavg_end'].mean():.1f} %",
                all_cv=f"{o['fed_cvar_avg_read'].mean():.1f} % -> {o['fed_cvar_avg_end'].mean():.1f} %")
     out["numbers"] = (f"On the rare class, FedAvg goes from {out['fed_read']} (the window ending at round "
-                      f"{out['read_at']}) to {out['fed_end']} (the window ending at round {out['rounds']}), a change of "
-                      f"{out['fed_change']} (levelled off by round {out['read_at']}: {v_fed}); Fed-CVaR-Avg from "
+                      f"{out['read_at']}) to {out['fed_end']} (the window ending at round {out['rounds']}), a change "
+                      f"of {out['fed_change']} (levelled off by round {out['read_at']}: {v_fed}); Fed-CVaR-Avg from "
                       f"{out['cv_read']} to {out['cv_end']}, {out['cv_change']} ({v_cv}). Fed-CVaR-Avg minus FedAvg: "
                       f"{out['gain_read']} at round {out['read_at']} and {out['gain_end']} at round {out['rounds']} "
                       f"(above FedAvg at round {out['rounds']}: {v_gain}). Overall accuracy: FedAvg {out['all_fed']}, "

@@ -228,9 +228,12 @@ def _table1_reading(ours: pd.DataFrame, rounds: int | None = None) -> dict:
              for g, a in aware]
     p1 = _paired("pattern 1: (0.1, 0.1) above FedAvg", v(0.1, 0.1, "pattern 1"), v(1.0, 1.0, "pattern 1"))
     harder = _paired("FedAvg: pattern 1 above pattern 2", v(1.0, 1.0, "pattern 1"), v(1.0, 1.0, "pattern 2"))
-    best_check = dataclasses.replace(best_check, what=f"best overall cell is (gamma, alpha) = (0.1, 0.1); ours: ({best[0]:g}, {best[1]:g})")
+    best_check = dataclasses.replace(best_check,
+                                     what="best overall cell is (gamma, alpha) = (0.1, 0.1); "
+                                          f"ours: ({best[0]:g}, {best[1]:g})")
     h = lambda c: _at_horizon(c, rounds)  # noqa: E731
-    best_check, level, rise, p1, harder, beats = h(best_check), h(level), h(rise), h(p1), h(harder), [h(b) for b in beats]
+    best_check, level, rise, p1, harder = h(best_check), h(level), h(rise), h(p1), h(harder)
+    beats = [h(b) for b in beats]
     return dict(m=m, overall=overall, best=best, fed=fed, cell=cell, aware=aware, best_check=best_check,
                 level=level, rise=rise, beats=beats, p1=p1, harder=harder)
 

@@ -193,7 +193,8 @@ def cause_accuracy(df: pd.DataFrame) -> pd.DataFrame:
         cfg = config_of(df[df["run_key"] == key].iloc[:1])
         rare = rare_classes_2d(cfg)
         v = run.set_index("class")["value"] * 100
-        rows.append(dict(panel=panel, variant=variant_of(cfg), method=run["method"].iloc[0], seed=int(run["seed"].iloc[0]),
+        rows.append(dict(panel=panel, variant=variant_of(cfg), method=run["method"].iloc[0],
+                         seed=int(run["seed"].iloc[0]),
                          rare=float(v[rare].mean()), worst=float(v.min())))
     return pd.DataFrame(rows).sort_values(["panel", "variant", "method", "seed"], ignore_index=True)
 

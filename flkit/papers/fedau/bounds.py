@@ -633,9 +633,10 @@ def theorem2_checks(tab: pd.DataFrame, *, N: int, L: float, I: int) -> list:
         br["option 1"] < 0, "exact arithmetic: the bracket's bound < 0", ours=float(br["option 1"]), reference=0.0))
     full = theorem2_conditions(L, I, N, 1.0, 1 / (4 * math.sqrt(15) * L * I), 1.0)       # p_n = 1, omega = 1: Q = 1
     out.append(claims.holds(
-        f"Theorem 2's step condition gamma eta <= min(1/(2LI), N/(27LIQ)) implies the lemma's gamma eta <= 1/(4LI) for "
-        f"every Q (it does iff Q >= 4N/27 = {4 * N / 27:.3g}; here in {int(tab['implied'].sum())} of {len(tab)} settings "
-        f"run; with full participation, Q = 1, the theorem allows gamma eta up to {full['ge_max_theorem'] * L * I:.3g}/(LI))",
+        "Theorem 2's step condition gamma eta <= min(1/(2LI), N/(27LIQ)) implies the lemma's gamma eta <= 1/(4LI) for "
+        f"every Q (it does iff Q >= 4N/27 = {4 * N / 27:.3g}; here in {int(tab['implied'].sum())} of {len(tab)} "
+        "settings run; with full participation, Q = 1, the theorem allows gamma eta up to "
+        f"{full['ge_max_theorem'] * L * I:.3g}/(LI))",
         bool(full["implied"]), "min(1/(2LI), N/(27LIQ)) <= 1/(4LI) at Q = 1 (exact)",
         ours=full["ge_max_theorem"] * L * I, reference=0.25))
     return out
@@ -650,7 +651,8 @@ def corollary4_checks(tab: pd.DataFrame, *, boot: int = 2000, tol: float = 0.15)
     Y = tab.pivot_table(index="seed", columns="T", values="lhs")[Ts].to_numpy()
     s, se_ = slope_with_se(Ts, Y, boot=boot)
     out = [claims.bound(f"Corollary 4: the measured average ||grad f||^2 falls like T^({s:.2f}) (bootstrap s.e. "
-                        f"{se_:.2f}) with the corollary's K and steps, not more slowly than its leading T^(-1/2) + {tol}",
+                        f"{se_:.2f}) with the corollary's K and steps, not more slowly than its leading T^(-1/2) + "
+                        f"{tol}",
                         s, -0.5, tol=tol, side="upper")]
     for T, g in tab.groupby("T"):
         m, e = g["lhs"].mean(), g["lhs"].std(ddof=1) / math.sqrt(len(g))
@@ -682,16 +684,17 @@ def large_interval_checks(ov: pd.DataFrame, inst: pd.DataFrame) -> list:
     K = 50 (paired over seeds, log scale), at the largest server step of the grid where no run diverged."""
     out = []
     f = ov[ov["kind"] == "first>3/p"]
-    out.append(claims.agree(f"Large intervals: the first recorded interval exceeds 3/p_n in {f['stat'].mean():.3f} of the "
-                            "clients, the geometric law's (1 - p_n)^floor(3/p_n)", f["stat"] - f["exact"], 0.0))
+    out.append(claims.agree(f"Large intervals: the first recorded interval exceeds 3/p_n in {f['stat'].mean():.3f} of "
+                            "the clients, the geometric law's (1 - p_n)^floor(3/p_n)", f["stat"] - f["exact"], 0.0))
     mx = ov[ov["kind"] == "max"].pivot_table(index="seed", columns="K", values="stat")
-    out.append(claims.compare("Large intervals: the largest p_n omega_t^n over clients and rounds is larger with no cutoff "
-                              "than with K = 50 (log, paired over seeds)", np.log(mx[math.inf]), np.log(mx[50.0])))
+    out.append(claims.compare("Large intervals: the largest p_n omega_t^n over clients and rounds is larger with no "
+                              "cutoff than with K = 50 (log, paired over seeds)", np.log(mx[math.inf]),
+                              np.log(mx[50.0])))
     ok = inst.groupby("eta")["diverged"].sum()
     stable = [e for e in sorted(ok.index) if ok[e] == 0]
     if stable:
         g = inst[inst["eta"] == max(stable)].pivot_table(index="seed", columns="method", values="max_dist")
         out.append(claims.compare(f"Large intervals: at server step eta = {max(stable):g} the largest excursion of x_t "
-                                  "from its limit (second half) is larger with no cutoff than with K = 50 (log, paired over "
-                                  "seeds)", np.log(g["K = inf"]), np.log(g["K = 50"])))
+                                  "from its limit (second half) is larger with no cutoff than with K = 50 (log, "
+                                  "paired over seeds)", np.log(g["K = inf"]), np.log(g["K = 50"])))
     return out

@@ -40,7 +40,8 @@ COR4 = "Corollary 4"
 THM2 = "Theorem 2"
 LEMMA = "Lemma B.3.3"
 PROBLEM1 = "Problem 1"
-LARGE = "Claim (slide 'How to Estimate Aggregation Weights?'): large intervals cause large overestimates of omega and instability"
+LARGE = ("Claim (slide 'How to Estimate Aggregation Weights?'): large intervals cause large overestimates of omega "
+         "and instability")
 OVERFITTING = "Fig. (slide 'Overfitting when Only Training on a Single Device's Data')"
 CUTOFF_FIG = ("Fig. (slide 'Experiments (cont'd)'): FedAU with different cutoff K and minimum participation "
               "probability")

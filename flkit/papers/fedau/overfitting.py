@@ -72,7 +72,8 @@ def profile(name: str, **overrides) -> dict:
         raise ValueError(f"overfitting profile {name!r}: checkpoints must be increasing ints from 0 to steps = "
                          f"{cfg['steps']}, got {cp!r}")
     if cfg["model"] not in ("fedau_fmnist", "logreg"):
-        raise ValueError(f"overfitting profile {name!r}: model must be 'fedau_fmnist' or 'logreg', got {cfg['model']!r}")
+        raise ValueError(f"overfitting profile {name!r}: model must be 'fedau_fmnist' or 'logreg', "
+                         f"got {cfg['model']!r}")
     return cfg
 
 

@@ -235,7 +235,8 @@ def run_batch(configs: Sequence[Mapping], device="auto", *, checkpoint_dir=None,
         seed_of.setdefault(name, []).append(c["seed"])
     ckpt = None
     if checkpoint_dir is not None:
-        ckpt = os.path.join(checkpoint_dir, results.config_key({"batch": [results.config_key(c) for c in configs]}) + ".pt")
+        ckpt = os.path.join(checkpoint_dir,
+                            results.config_key({"batch": [results.config_key(c) for c in configs]}) + ".pt")
     res = fl.run(task, algorithms, seeds=seed_of, rounds=c0["rounds"], availability=masks,
                  p={s: splits[s][1] for s in seeds}, every=c0["eval_every"], diverge_factor=None,
                  checkpoint=ckpt, deadline=deadline, progress=progress, desc=f"{c0['pattern']}")
@@ -433,7 +434,8 @@ def tuning_table(res: Mapping, s: Mapping) -> pd.DataFrame:
                      "gamma grid": f"{step(gk[0]):g} to {step(gk[-1]):g} (k = {gk[0]}..{gk[-1]})",
                      "eta grid": f"{step(ek[0]):g} to {step(ek[-1]):g} (k = {ek[0]}..{ek[-1]})",
                      "selected gamma": g, "selected eta": e,
-                     "val. acc. at the authors' (%)": round(float(sc.get((t, ag, ae), np.nan)), 2) if t == m else np.nan,
+                     "val. acc. at the authors' (%)": round(float(sc.get((t, ag, ae), np.nan)),
+                                                            2) if t == m else np.nan,
                      "val. acc. at the selection (%)": round(float(sel.loc[t, "val_acc"]), 2),
                      "tied points": int(sel.loc[t, "tied"]),
                      "note": f"as {t}" if t != m else ("selection on the grid's edge" if m in res["on_edge"] else "")})
@@ -467,7 +469,8 @@ def tuning_grid(res: Mapping, method: str) -> pd.DataFrame:
     return sc[sc.method == method].pivot(index="gamma", columns="eta", values="val_acc")
 
 
-def sensitivity(main: pd.DataFrame, other: pd.DataFrame, labels: tuple[str, str] = ("retuned", "authors'")) -> pd.DataFrame:
+def sensitivity(main: pd.DataFrame, other: pd.DataFrame,
+                labels: tuple[str, str] = ("retuned", "authors'")) -> pd.DataFrame:
     """Every paired difference to FedAU (K = inf) (:func:`differences`) under two sets of step sizes side by
     side: per pattern and method, "mean ± 2 s.e." and the direction under each, whether the direction
     changes, and the shift of the mean difference (first set minus second, points)."""
@@ -603,7 +606,8 @@ def checks(df: pd.DataFrame, s: Mapping, metric: str = "test_acc") -> list[claim
 
     for p in s["patterns"]:
         for other in ("Average participating", "Average all"):
-            out.append(claims.compare(f"{PATTERNS[p]}: FedAU (K = inf) >= {other}", v(p, "FedAU (K = inf)"), v(p, other)))
+            out.append(claims.compare(f"{PATTERNS[p]}: FedAU (K = inf) >= {other}", v(p, "FedAU (K = inf)"),
+                                      v(p, other)))
         out.append(claims.close(f"{PATTERNS[p]}: FedAU (K = inf) within 1 point of known p",
                                 v(p, "FedAU (K = inf)"), v(p, "Known p"), threshold=1.0))
         out.append(claims.compare(f"{PATTERNS[p]}: FedAU (K = 50) >= FedAU (K = inf)",
@@ -711,7 +715,8 @@ def spot_summary(spot: pd.DataFrame | None, done: int, total: int, label: str = 
     sign = int((np.sign(spot["FedAU minus method (points)"]) == np.sign(spot[f"{label}: FedAU minus method"])).sum())
     what = (f"of the {n} paired differences, FedAU is ahead beyond two standard errors in {counts['FedAU ahead']}, "
             f"behind in {counts['FedAU behind']}, and {counts['inside noise']} lie inside the noise; the direction "
-            f"is the one {label} gives with the same step sizes in {same} of {n}, the sign of the mean in {sign} of {n}")
+            f"is the one {label} gives with the same step sizes in {same} of {n}, the sign of the mean in {sign} "
+            f"of {n}")
     return dict(status=f"All {total} runs are stored: {what}.", found=what + ".")
 
 
@@ -778,7 +783,8 @@ def side_by_side(main: pd.DataFrame, other: pd.DataFrame, labels: tuple[str, str
         for lab, sm in zip(labels, (main, other)):
             hit = sm[(sm.pattern == p) & (sm.metric == metric)].set_index("method")
             if len(hit):
-                out[(PATTERNS[p], lab)] = {m: _cell(hit.loc[m, "mean"], hit.loc[m, "sd"]) for m in METHODS if m in hit.index}
+                out[(PATTERNS[p], lab)] = {m: _cell(hit.loc[m, "mean"],
+                                                    hit.loc[m, "sd"]) for m in METHODS if m in hit.index}
     df = pd.DataFrame(out)
     df.columns = pd.MultiIndex.from_tuples(df.columns)
     df.index.name = "method"

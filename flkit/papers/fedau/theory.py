@@ -59,7 +59,8 @@ __all__ = [
     "option1_table",
     "weights_over_rounds", "identity_check", "run_final_check",
     "cutoff_pmf", "pmf_moments", "interval_z", "cutoff_mean", "cutoff_var", "cutoff_var_derived", "recorded_intervals",
-    "interval_check", "theorem3_bound", "proof_lines", "corollary4_K", "weight_error", "stored_weight_error", "bound_average",
+    "interval_check", "theorem3_bound", "proof_lines", "corollary4_K", "weight_error", "stored_weight_error",
+           "bound_average",
     "option1", "option1_summary", "OPTION1_LEVEL",
     "plain_ticks", "plot_tail", "plot_drift", "plot_tradeoff", "plot_per_round", "plot_option1", "k_label",
 ]
@@ -641,7 +642,8 @@ def weight_error(p, K: int | None, rounds: int, n_masks: int, seed: int, Ts, che
     return _werr_table(curves, K, Ts, counts, p.size, rounds)
 
 
-def stored_weight_error(store: results.Store, p, cfg: dict, K: int | None, rounds: int, Ts, check: bool) -> pd.DataFrame:
+def stored_weight_error(store: results.Store, p, cfg: dict, K: int | None, rounds: int, Ts,
+                        check: bool) -> pd.DataFrame:
     """:func:`weight_error` of the profile's masks (``cfg["werr"]``) for one K and horizon, from `store` or
     computed and stored (:func:`cached`, experiment "theory_weight_error")."""
     W = cfg["werr"]

@@ -288,7 +288,8 @@ def slopes(costs: pd.DataFrame) -> pd.DataFrame:
                          "counted over random sampling's")
     base = costs[costs.method == "random"].set_index("dim").server_ops
     if set(base.index) != set(costs.dim):
-        raise ValueError(f"random sampling was measured at {sorted(base.index)}, the others at {sorted(set(costs.dim))}")
+        raise ValueError(f"random sampling was measured at {sorted(base.index)}, "
+                         f"the others at {sorted(set(costs.dim))}")
     rows = []
     for m, d in costs.groupby("method", sort=False):
         d = d.sort_values("dim")
@@ -339,7 +340,8 @@ def view(sl: pd.DataFrame, dims=DIMS) -> pd.DataFrame:
     largest size, for display (random sampling, the baseline, as "(baseline)")."""
     doc = pd.DataFrame({"extra comp. (document)": {m: v[0] for m, v in TABLE1_COSTS.items()},
                         "extra comm. (document)": {m: v[1] for m, v in TABLE1_COSTS.items()}})
-    ours = sl[["server", "client", "comm", "server_ops_at_max", "comm_at_max", "server_time", "server_s_at_max"]].rename(
+    ours = sl[["server", "client", "comm", "server_ops_at_max", "comm_at_max", "server_time",
+               "server_s_at_max"]].rename(
         columns={"server": "growth: server operations", "client": "growth: client work", "comm": "growth: numbers sent",
                  "server_ops_at_max": f"extra server operations at |theta| = {dims[-1]:,}",
                  "comm_at_max": f"numbers sent at |theta| = {dims[-1]:,}",

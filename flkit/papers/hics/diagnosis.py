@@ -50,7 +50,8 @@ from flkit.papers import claims
 from flkit.papers.hics.common import HICS, make_partition, make_task, savgol, split_alphas, true_entropy
 
 __all__ = ["SETTING", "VARIANTS", "VARIANT_WORDS", "MODES", "Logged", "class_pool", "e_tracker", "jobs", "run_job",
-           "sweep", "reference_runs", "late_table", "selection_table", "paired_gap", "CAUSES", "slug", "diagnosis_words",
+           "sweep", "reference_runs", "late_table", "selection_table", "paired_gap", "CAUSES", "slug",
+           "diagnosis_words",
            "SIMILAR", "similar_to_cs_checks", "e_delta_frame", "e_delta_checks",
            # the fmnist page
            "setting3_values", "summary", "plot_selection", "plot_e_delta", "e_delta_values"]
@@ -242,7 +243,8 @@ def selection_table(diag: pd.DataFrame, start: int = 0) -> pd.DataFrame:
         cls = w[[c for c in w.columns if str(c).startswith("class_share/")]].to_numpy()
         tot = cls.sum(0) / cls.sum()
         rows.append(dict(method=m, seed=int(s),
-                         distinct_clusters=float(w["distinct_clusters"].mean()) if "distinct_clusters" in w else math.nan,
+                         distinct_clusters=(float(w["distinct_clusters"].mean()) if "distinct_clusters" in w
+                                            else math.nan),
                          distinct_classes=float(w["distinct_classes"].mean()),
                          pi_max=float(w["pi_max"].mean()) if "pi_max" in w else math.nan,
                          cs_rounds=float((w["mode"] == MODES["cs"]).mean()),
@@ -270,7 +272,8 @@ def paired_gap(late: pd.DataFrame, base: str = "CS") -> pd.DataFrame:
 
 
 CAUSES = {"distinct": "drawing the clusters with replacement", "gamma0 = 0": "weighting the clusters by their mean "
-          "estimate", "T/2": "the temperature", "code": "the document's reading of the algorithm (against the authors' code)"}
+          "estimate", "T/2": "the temperature",
+          "code": "the document's reading of the algorithm (against the authors' code)"}
 
 
 def slug(name: str) -> str:
@@ -293,8 +296,9 @@ def diagnosis_words(gap: pd.DataFrame) -> dict:
         (closes if small else keeps).append(m)
 
     def fmt(ms):
-        return "; ".join(f"'{m}' ({gap.loc[m, 'gap']:+.3f} ± {gap.loc[m, 'se']:.3f}, {gap.loc[m, 'share_of_paper_gap']:.0%} "
-                         "of the document's algorithm's gap)" for m in ms) or "none"
+        return "; ".join(f"'{m}' ({gap.loc[m, 'gap']:+.3f} ± {gap.loc[m, 'se']:.3f}, "
+                         f"{gap.loc[m, 'share_of_paper_gap']:.0%} of the document's algorithm's gap)"
+                         for m in ms) or "none"
     if "gamma0 = 0" in closes:
         explains = ("the weighting of the clusters by their mean estimate, not the with-replacement draw as such: with "
                     "uniform probabilities the draw, still with replacement, nearly matches CS")
@@ -308,7 +312,8 @@ def diagnosis_words(gap: pd.DataFrame) -> dict:
     temperature = "not run"
     if "T/2" in gap.index:
         sh = gap.loc["T/2", "share_of_paper_gap"]
-        temperature = (f"halving T {'widens' if sh > 1 else 'narrows'} the gap to {sh:.0%} of the document's algorithm's"
+        temperature = (f"halving T {'widens' if sh > 1 else 'narrows'} the gap to {sh:.0%} of the document's "
+                       "algorithm's"
                        if "T/2" in keeps else f"halving T closes the gap ({sh:.0%} of the document's algorithm's)")
     return dict(closes=fmt(closes), keeps=fmt(keeps), explains=explains, temperature=temperature)
 
@@ -358,7 +363,8 @@ def e_delta_checks(ed: pd.DataFrame, window: int = 10) -> list:
 
 
 # ---------------------------------------------------------------------------------------- the fmnist page
-_SUMMARY_NAMES = {"gap": "late loss - CS's (paired)", "se": "se", "share_of_paper_gap": "share of the paper variant's gap",
+_SUMMARY_NAMES = {"gap": "late loss - CS's (paired)", "se": "se",
+                  "share_of_paper_gap": "share of the paper variant's gap",
                   "distinct_clusters": "distinct clusters per round", "distinct_classes": "distinct classes per round",
                   "pi_max": "largest pi", "cs_rounds": "rounds in CS fallback",
                   "class_entropy": "entropy of the class shares", "top_class_share": "largest class share",
@@ -417,7 +423,8 @@ def plot_selection(diag: pd.DataFrame):
         mean = d.groupby("round").mean(numeric_only=True)
         for ax, col in zip(axes[:2], ("pi_max", "distinct_clusters")):
             if col in mean and mean[col].notna().any():
-                ax.plot(mean.index, savgol(mean[col].interpolate().bfill().to_numpy()) if len(mean) >= 13 else mean[col],
+                ax.plot(mean.index,
+                        savgol(mean[col].interpolate().bfill().to_numpy()) if len(mean) >= 13 else mean[col],
                         lw=1.4, label=m)
         axes[2].plot(mean.index, savgol(mean["distinct_classes"].to_numpy()) if len(mean) >= 13
                      else mean["distinct_classes"], lw=1.4, label=m)
@@ -435,7 +442,8 @@ def plot_selection(diag: pd.DataFrame):
 
 
 def plot_e_delta(ed: pd.DataFrame):
-    r""":math:`\sum_i\mathcal E_i` and :math:`\delta` of :func:`e_delta_frame`, one thin line per seed and their mean."""
+    r""":math:`\sum_i\mathcal E_i` and :math:`\delta` of :func:`e_delta_frame`, one thin line per seed and their
+    mean."""
     fig, axes = plt.subplots(1, 2, figsize=(7.6, 2.8))
     for ax, col, lab in zip(axes, ("E_sum", "delta"), ("$\\sum_i \\mathcal{E}_i$", "$\\delta$")):
         for s, d in ed.groupby("seed"):

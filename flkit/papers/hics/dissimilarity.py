@@ -2,7 +2,8 @@ r"""Assumption 1 on Fashion-MNIST (document 004, Sec. 3.1, Eq. 3; appendix 6.2, 
 
 **Assumption 1** (bounded dissimilarity): for every client k and round t,
 
-.. math:: \|\nabla F_k(\theta^t) - \nabla F(\theta^t)\|^2 \le -\exp\big(\beta[H(\mathcal D^{(k)}) - H(\mathcal D_0)]\big)\rho
+.. math:: \|\nabla F_k(\theta^t) - \nabla F(\theta^t)\|^2
+          \le -\exp\big(\beta[H(\mathcal D^{(k)}) - H(\mathcal D_0)]\big)\rho
           + \kappa = \sigma_k^2, \qquad \beta > 0,\ \kappa > \rho > 0,
 
 with :math:`H(\mathcal D_0) = \ln C` (the uniform distribution). **Appendix 6.2** tests it with 250 clients whose
@@ -10,7 +11,8 @@ Dirichlet alphas are "250 values in the interval [0.01, 50]", all clients partic
 in each round every client computes its gradient at the global model, a super-client holding the union of the
 clients' data computes the "true" gradient, and Fig. 6(a) plots :math:`\|\eta_t\nabla F_k - \eta_t\nabla F\|^2`
 against :math:`H(\mathcal D^{(k)})` with two curves of Eq. 3's form that "envelop 95% of the points" (FMNIST:
-beta = 1.0, rho = 0.13, kappa = 0.14 and beta = 1.5, rho = 0.025, kappa = 0.022, :data:`flkit.papers.hics.common.DOC_CURVES`).
+beta = 1.0, rho = 0.13, kappa = 0.14 and beta = 1.5, rho = 0.025, kappa = 0.022,
+:data:`flkit.papers.hics.common.DOC_CURVES`).
 
 **Our reading** (the document leaves these open):
 
@@ -62,7 +64,8 @@ from flkit.tasks import EngineTask
 
 __all__ = ["FIG6", "MODELS", "BETAS", "spread_alphas", "dirichlet_clients", "union_entropy", "fig6_task",
            "gradient_differences", "run_fig6", "fig6_config", "fig6_runs", "point_frame", "binned_quantile",
-           "tight_envelope", "envelope_curve", "round_spearman", "thirds", "shape_ratio", "doc_shape_ratio", "fig6_checks",
+           "tight_envelope", "envelope_curve", "round_spearman", "thirds", "shape_ratio", "doc_shape_ratio",
+           "fig6_checks",
            "plot_fig6", "shape_table", "fig6_summary"]
 
 FIG6 = dict(clients=250, alpha_lo=0.01, alpha_hi=50.0, size=240, rounds=500, every=10, epochs=2, batch_size=64,
@@ -379,7 +382,8 @@ def shape_table(levels) -> pd.DataFrame:
     curves at the thirds' midpoints, with each row's :func:`shape_ratio`."""
     mids = (np.arange(3) + 0.5) * math.log(10) / 3
     shape = pd.DataFrame({"ours: 95% quantile of y": levels,
-                          **{f"document's {c} curve": envelope_curve(mids, **DOC_CURVES[c]) for c in ("blue", "green")}},
+                          **{f"document's {c} curve": envelope_curve(mids, **DOC_CURVES[c]) for c in ("blue",
+                                                                                                      "green")}},
                          index=["H in [0, ln10/3)", "H in [ln10/3, 2 ln10/3)", "H in [2 ln10/3, ln10]"]).T
     shape["(middle - high) / (low - middle)"] = [shape_ratio(r) for r in shape.to_numpy()]
     return shape
@@ -398,9 +402,10 @@ def fig6_summary(pts: pd.DataFrame, tight: dict, rs: pd.DataFrame, part: Partiti
                   acc_first=acc.iloc[0], acc_last=acc.iloc[-1], wall_min=wall_s / 60,
                   lv_lo=lv[0], lv_mid=lv[1], lv_hi=lv[2], ratio=shape_ratio(lv), doc_ratio=doc_shape_ratio("blue"),
                   t_beta=tight["beta"], t_rho=tight["rho"], t_kappa=tight["kappa"],
-                  t_area=tight["area"] / tight["constant_area"], rs_max=rs.spearman.max(), rs_median=rs.spearman.median())
-    words = (f"{len(pts):,} points; H from {H.min():.3f} to {H.max():.3f} nats (ln 10 = {math.log(10):.3f}); the union's "
-             f"labels have entropy {union_entropy(part):.4f}; test accuracy {acc.iloc[0]:.3f} -> {acc.iloc[-1]:.3f}; "
-             f"least bound above every point: beta = {tight['beta']:g}, rho = {tight['rho']:.5g}, kappa = "
-             f"{tight['kappa']:.5g}; the run took {wall_s / 60:.1f} min when computed")
+                  t_area=tight["area"] / tight["constant_area"], rs_max=rs.spearman.max(),
+                  rs_median=rs.spearman.median())
+    words = (f"{len(pts):,} points; H from {H.min():.3f} to {H.max():.3f} nats (ln 10 = {math.log(10):.3f}); the "
+             f"union's labels have entropy {union_entropy(part):.4f}; test accuracy {acc.iloc[0]:.3f} -> "
+             f"{acc.iloc[-1]:.3f}; least bound above every point: beta = {tight['beta']:g}, rho = {tight['rho']:.5g}, "
+             f"kappa = {tight['kappa']:.5g}; the run took {wall_s / 60:.1f} min when computed")
     return {f"f6_{k}": float(v) for k, v in values.items()}, words

@@ -434,8 +434,10 @@ def first_clustering(table: pd.DataFrame, part: Partition, alphas, *, t: int, hi
     pi = sample.annealed_probs(H_bar, hics["gamma0"], t, hics["rounds"])
     alpha = np.repeat(alphas, len(db) // len(alphas))
     H = true_entropy(label_fractions(part))
-    rows = [dict(group=m, clients=int((labels == m).sum()), largest_alpha=int((alpha[labels == m] == max(alphas)).sum()),
-                 alphas=", ".join(f"{a:g} x{int(c)}" for a, c in zip(*np.unique(alpha[labels == m], return_counts=True))),
+    rows = [dict(group=m, clients=int((labels == m).sum()),
+                 largest_alpha=int((alpha[labels == m] == max(alphas)).sum()),
+                 alphas=", ".join(f"{a:g} x{int(c)}" for a,
+                                  c in zip(*np.unique(alpha[labels == m], return_counts=True))),
                  mean_H=float(H[labels == m].mean()), H_bar=float(H_bar[m]), pi=float(pi[m]))
             for m in range(len(H_bar))]
     return pd.DataFrame(rows).sort_values("H_bar", ascending=False, ignore_index=True)
@@ -456,7 +458,8 @@ def closeness_check(name: str, mean_abs_error, C: int = 10, tolerance: float = C
                      np.asarray(mean_abs_error, dtype=float), 0.0, threshold=thr, side="upper")
     # the reference shown is our tolerance, not a number of the document (it gives none)
     return dataclasses.replace(c, reference=thr, rule=f"tested against our tolerance, {tolerance:.0%} of ln C (the "
-                               f"document gives no number for 'close'): the mean over seeds <= max(2 se, {thr:.3g}) nats")
+                               f"document gives no number for 'close'): the mean over seeds <= max(2 se, {thr:.3g}) "
+                               "nats")
 
 
 def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
@@ -487,7 +490,8 @@ def separation_frame(runs: dict, parts: dict, alphas: dict, T: float, lam: float
                 "eq9": -sample.hics_distances(u, H_hat, lam)}
         iu = np.triu_indices(len(keep), 1)
         same = (bal[:, None] == bal[None, :])[iu]
-        rows.append(dict(list=name, seed=seed, **{f"auc_{k}": _auc(v[iu][same], v[iu][~same]) for k, v in sims.items()}))
+        rows.append(dict(list=name, seed=seed,
+                         **{f"auc_{k}": _auc(v[iu][same], v[iu][~same]) for k, v in sims.items()}))
     return pd.DataFrame(rows)
 
 
@@ -633,8 +637,10 @@ def fig9_checks(ef: pd.DataFrame, rk: pd.DataFrame) -> tuple[list, dict]:
         tag = name.strip("()")
         values.update({f"rho_{tag}": float(g.spearman.mean()), f"rhop_{tag}": f"{rho.margin:.2g}",
                        f"close_{tag}": close.verdict, f"mae_{tag}": float(g.mean_abs_error.mean()),
-                       f"hi_{tag}": float(g.H_hat_largest_alpha.mean()), f"lo_{tag}": float(g.H_hat_smallest_alpha.mean())})
-    values.update(lnC=math.log(10), close_tol=CLOSE * math.log(10), mae_share=float(rk.mean_abs_error.mean()) / math.log(10))
+                       f"hi_{tag}": float(g.H_hat_largest_alpha.mean()),
+                       f"lo_{tag}": float(g.H_hat_smallest_alpha.mean())})
+    values.update(lnC=math.log(10), close_tol=CLOSE * math.log(10),
+                  mae_share=float(rk.mean_abs_error.mean()) / math.log(10))
     return checks, values
 
 
@@ -642,7 +648,8 @@ def single_class_values(sc: pd.DataFrame) -> dict:
     """The single-class clients (``sc``: :func:`single_class_frame`): how many, the range of their estimates, the
     share of its variance between their classes (:func:`class_share`), and the mean rank correlation of the
     estimate with the label's bias update."""
-    return dict(one_n=len(sc), one_lo=float(sc.H_hat.min()), one_hi=float(sc.H_hat.max()), one_share=100 * class_share(sc),
+    return dict(one_n=len(sc), one_lo=float(sc.H_hat.min()), one_hi=float(sc.H_hat.max()),
+                one_share=100 * class_share(sc),
                 one_rho=float(np.mean([stats.spearmanr(g.delta_b_y, g.H_hat).statistic
                                        for _, g in sc.groupby(["list", "seed"])])))
 
@@ -690,10 +697,10 @@ def privacy_checks(per_seed: pd.DataFrame) -> tuple[list, dict]:
     estimate, each no better than the uniform guess; with every column's mean (``priv_*``) and the best estimate
     in words."""
     best = per_seed[list(_ESTIMATES)].mean().idxmin()
-    checks = [claims.compare(f"document: the server cannot infer the label distribution (TV of the best estimate, {best}, "
-                             "not better than uniform)", per_seed[best], per_seed.tv_uniform),
-              claims.compare("document: the server cannot infer the label distribution (TV of the printed-Eq. 6 estimate "
-                             "not better than uniform)", per_seed.tv_eq6_printed, per_seed.tv_uniform)]
+    checks = [claims.compare("document: the server cannot infer the label distribution (TV of the best estimate, "
+                             f"{best}, not better than uniform)", per_seed[best], per_seed.tv_uniform),
+              claims.compare("document: the server cannot infer the label distribution (TV of the printed-Eq. 6 "
+                             "estimate not better than uniform)", per_seed.tv_eq6_printed, per_seed.tv_uniform)]
     values = {f"priv_{col}": float(per_seed[col].mean()) for col in per_seed.columns}
     values["priv_best"] = _ESTIMATES[best]
     return checks, values

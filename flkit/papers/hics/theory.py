@@ -1,5 +1,6 @@
 r"""Page "theory" of the HiCS-FL chapter (document 004: Theorem 1 and its proof in appendix 6.6,
-Assumption 1 (on quadratic clients here; on Fashion-MNIST, Fig. 6(a), in :mod:`flkit.papers.hics.dissimilarity`), Lemma 2 and Theorem 2 in appendix 6.7, the SGD-versus-Adam argument of appendix 6.9.2 and
+Assumption 1 (on quadratic clients here; on Fashion-MNIST, Fig. 6(a), in :mod:`flkit.papers.hics.dissimilarity`),
+Lemma 2 and Theorem 2 in appendix 6.7, the SGD-versus-Adam argument of appendix 6.9.2 and
 Figs. 11-12).
 
 The document's symbols: C classes, client k with label distribution :math:`\mathcal D^{(k)}` and bias
@@ -92,14 +93,16 @@ def profile(name: str, seeds=None, **overrides) -> dict:
         settings.seeds(seeds, "seeds")
         cfg["quad"]["seeds"] = cfg["adam"]["seeds"] = [int(s) for s in seeds]
     if cfg["entropy"] not in entropy.PROFILES:
-        raise ValueError(f"entropy must name a profile of the entropy page {sorted(entropy.PROFILES)}, got {cfg['entropy']!r}")
+        raise ValueError(f"entropy must name a profile of the entropy page {sorted(entropy.PROFILES)}, got "
+                         f"{cfg['entropy']!r}")
     if isinstance(cfg["reps"], bool) or not isinstance(cfg["reps"], int) or cfg["reps"] < 2:
         raise ValueError(f"reps (replicate local trainings per client) must be an int >= 2, got {cfg['reps']!r}")
     if not cfg["t_factors"] or any(not (isinstance(f, (int, float)) and f > 0) for f in cfg["t_factors"]):
         raise ValueError(f"t_factors must list numbers > 0, got {cfg['t_factors']!r}")
     q = cfg["quad"]
     if not 1 <= q["K"] < len(q["alphas"]) * q["classes"]:
-        raise ValueError(f"quad: K must lie in [1, N) with N = {len(q['alphas']) * q['classes']} clients, got {q['K']!r}")
+        raise ValueError(f"quad: K must lie in [1, N) with N = {len(q['alphas']) * q['classes']} clients, got "
+                         f"{q['K']!r}")
     if q["R"] < 2 or any(not 0 < f <= 1 for f in q["eta_fracs"]):
         raise ValueError(f"quad: Theorem 2 needs R >= 2 and eta <= 1/(8 L R), i.e. eta_fracs in (0, 1]; got "
                          f"R = {q['R']}, eta_fracs = {q['eta_fracs']}")
@@ -346,7 +349,8 @@ def theorem1_summary(pf: pd.DataFrame, rp: pd.DataFrame, parts: dict, run: tuple
     viol = pf[pf.gap < pf.bound_statement]
     less = [H[(r.list, r.seed)][r.u] < H[(r.list, r.seed)][r.k] for r in viol.itertuples()]
     w = rp.iloc[0]
-    vals = dict(below_stmt=100 * (pf.gap < pf.bound_statement).mean(), below_proof=100 * (pf.gap < pf.bound_proof).mean(),
+    vals = dict(below_stmt=100 * (pf.gap < pf.bound_statement).mean(),
+                below_proof=100 * (pf.gap < pf.bound_proof).mean(),
                 perfect_stmt=100 * (pf.true_gap < pf.bound_statement).mean(),
                 less_balanced=100 * float(np.mean(less)) if less else float("nan"),
                 **{f"w_{k}": w[k] for k in ("gap_mean", "gap_se", "bound_statement", "bound_proof", "true_gap")},
@@ -533,7 +537,8 @@ def theorem2_constants(L: float, R: int, eta: float, noise2: float = 0.0) -> dic
     :math:`\Phi = \frac{(10L^2R\eta^2 + L\eta)\sigma^2}{1 - 60L^2R^2\eta^2}` (``noise2`` = :math:`\sigma^2`,
     the variance of the stochastic gradients). The theorem needs :math:`\eta \le 1/(8LR)` and R >= 2."""
     if not (L > 0 and eta > 0 and noise2 >= 0) or isinstance(R, bool) or int(R) != R or R < 2:
-        raise ValueError(f"need L > 0, eta > 0, noise2 >= 0 and an int R >= 2; got L={L}, R={R}, eta={eta}, noise2={noise2}")
+        raise ValueError(f"need L > 0, eta > 0, noise2 >= 0 and an int R >= 2; got L={L}, R={R}, eta={eta}, "
+                         f"noise2={noise2}")
     if eta > 1 / (8 * L * R) * (1 + 1e-12):
         raise ValueError(f"Theorem 2 needs eta <= 1/(8 L R) = {1 / (8 * L * R):.6g}, got eta = {eta}")
     q = 60 * L ** 2 * R ** 2 * eta ** 2
@@ -640,7 +645,8 @@ def bound_table(df: pd.DataFrame, q: dict, task: QuadraticTask) -> pd.DataFrame:
         rows.append(dict(method=m, frac=f, eta=eta, seed=s,
                          bound=theorem2_bound(float(piv["gap"].iloc[0]), piv["weighted_sigma2"].to_numpy()[:T],
                                               L=L, R=R, eta=eta),
-                         heterogeneity_term=theorem2_constants(L, R, eta)["A2"] * piv["weighted_sigma2"].to_numpy()[:T].mean(),
+                         heterogeneity_term=(theorem2_constants(L, R, eta)["A2"]
+                                             * piv["weighted_sigma2"].to_numpy()[:T].mean()),
                          min_grad2=float(gn.min()), mean_grad2=float(gn.mean()),
                          lemma2_max=float(piv["lemma2"].max())))
     return pd.DataFrame(rows)
@@ -658,13 +664,15 @@ def theorem2_summary(qdf: pd.DataFrame, bt: pd.DataFrame, q: dict, s2: np.ndarra
         avg_se=("mean_grad2", claims.se), min_grad2=("min_grad2", "mean"), min_se=("min_grad2", claims.se),
         lemma2=("lemma2_max", "max")).reset_index()
     summ["bound / average"] = summ.bound / summ.avg_grad2
-    checks = [claims.compare(f"Theorem 2, {m}, eta = {f:g}/(8LR): bound >= average of ||grad F||^2", g.bound, g.mean_grad2)
+    checks = [claims.compare(f"Theorem 2, {m}, eta = {f:g}/(8LR): bound >= average of ||grad F||^2", g.bound,
+                             g.mean_grad2)
               for (m, f), g in bt.groupby(["method", "frac"])]
     checks.append(claims.compare("Lemma 2 holds (1 >= largest ratio, all clients, steps and rounds)",
                                  np.ones(len(bt)), bt.lemma2_max))
     piv = lambda col: bt.pivot_table(index=["frac", "seed"], columns="method", values=col)  # noqa: E731
     het, avg, mn = piv("heterogeneity_term"), piv("mean_grad2"), piv("min_grad2")
-    ws = qdf[qdf.metric == "weighted_sigma2"].pivot_table(index=["frac", "seed", "round"], columns="method", values="value")
+    ws = qdf[qdf.metric == "weighted_sigma2"].pivot_table(index=["frac", "seed", "round"], columns="method",
+                                                          values="value")
     last = ws.xs(q["rounds"] - 1, level="round")
     tv = qdf[qdf.metric == "tv_generic"].dropna()
     tv_first = tv[tv["round"] == tv["round"].min()].value
@@ -672,9 +680,12 @@ def theorem2_summary(qdf: pd.DataFrame, bt: pd.DataFrame, q: dict, s2: np.ndarra
     g = qdf[(qdf.frac == fmax) & (qdf.metric == "grad_norm2") & (qdf["round"] >= 0.75 * q["rounds"])]
     late = g.groupby(["method", "seed"]).value.mean().unstack("method")
     checks += [
-        claims.compare("document: HiCS lowers the sampling term of the bound (random - HiCS)", het["random"], het["HiCS"]),
-        claims.compare("document: hence HiCS converges faster (average ||grad F||^2, random - HiCS)", avg["random"], avg["HiCS"]),
-        claims.compare("document: hence HiCS converges faster (min ||grad F||^2, random - HiCS)", mn["random"], mn["HiCS"]),
+        claims.compare("document: HiCS lowers the sampling term of the bound (random - HiCS)", het["random"],
+                       het["HiCS"]),
+        claims.compare("document: hence HiCS converges faster (average ||grad F||^2, random - HiCS)", avg["random"],
+                       avg["HiCS"]),
+        claims.compare("document: hence HiCS converges faster (min ||grad F||^2, random - HiCS)", mn["random"],
+                       mn["HiCS"]),
         claims.agree("document: as gamma -> 0 HiCS's sampling term approaches random sampling's (last round)",
                      last["HiCS"], float(s2.mean()), threshold=0.05 * float(s2.mean())),
         claims.agree("document: HiCS leads to omega ~ p exp(gamma H_hat) (total variation, first clustered round)",
@@ -766,7 +777,8 @@ def optimizer_runs(cfg: dict, data, store) -> pd.DataFrame:
     return results.sweep(configs, run, store, progress=False)
 
 
-def optimizer_table(runs: pd.DataFrame, cfg: dict, data, T: float, present: float = 0.02) -> tuple[pd.DataFrame, pd.DataFrame]:
+def optimizer_table(runs: pd.DataFrame, cfg: dict, data, T: float,
+                    present: float = 0.02) -> tuple[pd.DataFrame, pd.DataFrame]:
     r"""(per client, per run) tables. Per client: list, seed, opt, alpha, H, H_hat (Eq. 7 at T), the number
     of positive components of :math:`\Delta\mathbf b` (the sign argument, Eq. 106), the rank correlation
     of :math:`\Delta b_i` with :math:`D_i` over the classes the client holds (:math:`D_i >` ``present``;
@@ -834,12 +846,14 @@ def optimizer_checks(otab: pd.DataFrame) -> tuple[list, dict]:
     for name in dict.fromkeys(otab.list):
         fig, ol = FIGS_11_12[name], o.xs(name, level="list")
         checks += [
-            claims.compare(f"{fig}: the estimate is less accurate with Adam (Spearman rho, SGD - Adam)", ol.spearman.sgd,
+            claims.compare(f"{fig}: the estimate is less accurate with Adam (Spearman rho, SGD - Adam)",
+                           ol.spearman.sgd,
                            ol.spearman.adam),
             claims.compare(f"{fig}: with Adam it still separates the extreme groups (largest - smallest alpha)",
                            ol.group_gap.adam, np.zeros(len(ol)))]
     checks += [
-        claims.compare("Eq. 106: with Adam, more positive components for more balanced clients (rho > 0)", o.sign_spearman.adam, zero),
+        claims.compare("Eq. 106: with Adam, more positive components for more balanced clients (rho > 0)",
+                       o.sign_spearman.adam, zero),
         claims.compare("Eq. 104 vs 105: SGD's update follows D_i, Adam's less (rho over held classes, SGD - Adam)",
                        o.size_rho.sgd, o.size_rho.adam),
         claims.compare("Eq. 105: Adam makes the components alike in size (share within 20% of the largest, Adam - SGD)",
@@ -860,7 +874,8 @@ def temperature_values(ts: pd.DataFrame) -> dict:
     of the estimates at factors 1, 4 and 16 (NaN where not swept)."""
     v = dict(t1_small_factor=float(ts.factor.min()), t1_small_largest=float(ts.largest_bound.iloc[0]))
     for f in (1, 4, 16):
-        v[f"t1_spread_{f}"] = float(ts.loc[ts.factor == f, "spread"].iloc[0]) if (ts.factor == f).any() else float("nan")
+        hit = ts.factor == f
+        v[f"t1_spread_{f}"] = float(ts.loc[hit, "spread"].iloc[0]) if hit.any() else float("nan")
     return v
 
 
