@@ -24,6 +24,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from flkit import results
+
 __all__ = ["number", "words", "table", "execution_note", "put", "SUPERSCRIPT"]
 
 SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
@@ -128,8 +130,6 @@ def execution_note(wall_s: float) -> str:
     "This execution took 9 s; it read 23 stored runs, computed earlier: 20 on cuda in 3.7 min, 3 on cpu (AMD
     EPYC, AVX512 kernels) in 57.2 min; it computed none." A page's printed wall time alone would pass a
     read of stored runs off as the experiment's cost."""
-    from flkit import results
-
     used = results.used_runs()
     head = f"This execution took {_minutes(wall_s)}"
     if used.empty:

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 
 import torch
 
+from flkit.engine import cross_entropy
+
 IGNORE = -100  # label of the padding sample (F.cross_entropy's default ignore_index)
 
 
@@ -75,5 +77,4 @@ def cvar_objective(logits: torch.Tensor, y: torch.Tensor, p: Mapping[str, torch.
     scalar) as the `objective` of `flkit.engine.local_train`, which vmaps it, and for all M runs at
     once (logits (M, B, C), y (M, B), p["t"] (M,) -> (M,)) as the batched objective of
     `flkit.fastsgd.FastSGD`."""
-    from flkit.engine import cross_entropy
     return surrogate(cross_entropy(logits, y), p["t"], p["alpha"].detach(), p["gamma"].detach())

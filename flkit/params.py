@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from flkit.papers import settings
+
 __all__ = ["DEFAULT_PROFILES", "CVAR_EXPERIMENTS", "parameter_cell", "declared_parameters", "profile_table",
            "page_profiles", "dict_setting", "dict_problem", "value_problem", "allowed", "check_values"]
 
@@ -106,8 +108,6 @@ def dict_problem(name: str, value, example: Mapping, profile: str, need_keys=Non
     """Why `value` is refused for a parameter that takes a dict like `example` (the profile's value), None when it
     is accepted: a dict whose keys are those of `need_keys` (every p of p_values) when given, each entry passing
     the rule for `name` (`flkit.papers.settings.RULES`)."""
-    from flkit.papers import settings
-
     keys = ", ".join(_yaml(k) for k in (need_keys if need_keys is not None else example))
     hint = (f"{name} takes a dict with one entry per {_key_word(name)} ({keys}), e.g. "
             f"-p {name} {shlex.quote(_yaml(dict(example)))} (profile {profile}'s), or null (the profile's)")
@@ -162,8 +162,6 @@ def value_problem(name: str, value, default, profiles: list[str]) -> str | None:
     `*_rounds`, `*_draws`, `epochs` an int >= 1; `checkpoints` a list of ints >= 0. Otherwise from the
     default: the default's type (an int where the default is a float is accepted), anything where it is None.
     null (None) is accepted exactly where the default is None: "the profile's value"."""
-    from flkit.papers import settings
-
     or_null = ", or null (the profile's)" if default is None else ""
     if value is None:
         return None if default is None else f"{name} has no null form here; the default is {_yaml(default)}"
@@ -199,8 +197,6 @@ def value_problem(name: str, value, default, profiles: list[str]) -> str | None:
 
 def allowed(source: Path, name: str, default, profiles: list[str]) -> str:
     """What parameter `name` of `source` accepts, in words (the rules of `value_problem` and `dict_problem`)."""
-    from flkit.papers import settings
-
     or_null = ", or null (the profile's)" if default is None else ""
     example = dict_setting(source, name, "paper")
     if example is not None:
@@ -239,6 +235,8 @@ def check_values(source: Path, parameters: dict) -> None:
     source = Path(source)
     if source.parent.name != "cvar" or source.stem not in CVAR_EXPERIMENTS:
         return
+    # Here, not at the top: only the Fed-CVaR-Avg pages need it, and importing the chapter loads torch and its
+    # training code, which no other use of flkit.params or flkit.run (checking a page's parameters) needs.
     from flkit.papers import cvar
     cvar.settings(CVAR_EXPERIMENTS[source.stem], parameters.get("profile", "smoke"),
                   seeds=parameters.get("seeds"), rounds=parameters.get("rounds"))

@@ -71,7 +71,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from flkit import numerics
+from flkit import __version__, numerics
 
 __all__ = [
     "Store",
@@ -303,11 +303,7 @@ def _detected_device() -> str:
 
 
 def _flkit_version() -> str | None:
-    try:
-        from flkit import __version__
-        return __version__
-    except Exception:  # pragma: no cover
-        return None
+    return __version__
 
 
 def _extra_json(value: Any, path: str) -> Any:

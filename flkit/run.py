@@ -72,6 +72,7 @@ from pathlib import Path
 
 import yaml
 
+from flkit.numerics import cpu_model
 from flkit.params import (DEFAULT_PROFILES, _yaml, allowed, check_values, declared_parameters, dict_problem,
                           dict_setting, page_profiles, parameter_cell, profile_table, value_problem)
 
@@ -167,7 +168,8 @@ def destination(source: Path, parameters, to_book: bool = False) -> tuple[Path, 
     if profile not in PUBLISHED:
         if run_.get("profile") in PUBLISHED:
             return book, "a first executed copy for the book"
-        return scratch_path(source), f"not the book: only a {' or '.join(map(repr, PUBLISHED))} run goes there, or --to-book"
+        profiles = " or ".join(map(repr, PUBLISHED))
+        return scratch_path(source), f"not the book: only a {profiles} run goes there, or --to-book"
     differ = [k for k in run_ if k != "device" and k in published and run_[k] != published[k]]
     if not differ:
         return book, "the page's published parameters"
@@ -323,8 +325,6 @@ def _git_commit() -> str:
 def _machine() -> str:
     """The machine that executed a notebook, in words (its GPU, else its CPU and core count)."""
     import torch
-
-    from flkit.numerics import cpu_model
 
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} (CUDA), {os.cpu_count()} CPU cores"

@@ -21,12 +21,14 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from flkit import engine
+from flkit import datasets, engine, partition
 from flkit.batches import epoch_batches, sample_batches
+from flkit.datasets import QuadraticProblem, quadratic_clients
 from flkit.fastsgd import FastSGD
 from flkit.seeding import rng, torch_gen
 
-__all__ = ["EngineTask", "QuadraticTask", "quadratic_task", "symmetric_quadratic", "heterogeneous_quadratic", "flat_quadratic", "SoftmaxTask", "softmax_task"]
+__all__ = ["EngineTask", "QuadraticTask", "quadratic_task", "symmetric_quadratic", "heterogeneous_quadratic",
+           "flat_quadratic", "SoftmaxTask", "softmax_task"]
 
 
 @dataclass
@@ -509,7 +511,6 @@ def quadratic_task(n: int = 10, dim: int = 10, seed: int = 0, *, mu: float = 0.2
     """The heterogeneous quadratic of the Figures 1-3 experiment: `flkit.datasets.quadratic_clients`
     (diagonal A_i with the spectrum geomspace(mu, L, dim) in a client-specific order, b_i = c +
     heterogeneity * z_i; problem data from rng(seed, "data"))."""
-    from flkit.datasets import quadratic_clients
     return QuadraticTask(quadratic_clients(n, dim, seed, heterogeneity=heterogeneity, mu=mu, L=L),
                          local_steps=local_steps)
 
@@ -525,7 +526,6 @@ def symmetric_quadratic(n: int, dim: int = 10, seed: int = 0, *, mu: float = 0.1
     client and every w (the document's bounded-client-variance assumption holds with equality), and when
     n/2 is a multiple of d the clients' deviations have covariance exactly :math:`(\sigma_G^2/d) I` for
     every n. c ~ N(0, center_scale^2 I) and the basis come from rng(seed, "data"), shared by all n."""
-    from flkit.datasets import QuadraticProblem
     if n < 2 or n % 2:
         raise ValueError(f"n must be an even number >= 2 (antithetic client pairs), got {n}")
     spectrum = np.geomspace(mu, L, dim)
@@ -556,7 +556,6 @@ def heterogeneous_quadratic(n: int, dim: int = 10, seed: int = 0, *, mu: float =
     for every client. Away from the optimum :math:`\nabla f_i(w) - \nabla f(w) = \pm h\,H s_k (w - c) \mp
     \sigma_G q` grows with :math:`\|w - c\|` (the document's bounded-variance assumption holds on bounded
     sets only). Every f_i is (1 + h) L-smooth (+ 2 lam)."""
-    from flkit.datasets import QuadraticProblem
     if n < 2 or n % 2:
         raise ValueError(f"n must be an even number >= 2 (antithetic client pairs), got {n}")
     if not 0 <= h < 1:
@@ -589,7 +588,6 @@ def flat_quadratic(n: int, dim: int = 32, seed: int = 0, *, zeros: int = 2, lam_
     :math:`\|\nabla f(w_T)\|^2 \propto 1/T^2` there. Client optima :math:`b_i = c \pm u_k` (antithetic pairs)
     with :math:`A u_k = \sigma_G q_k`, q_k from an orthonormal basis of the non-flat coordinates, so
     :math:`\|\nabla f_i - \nabla f\|^2 = \sigma_G^2` exactly, everywhere."""
-    from flkit.datasets import QuadraticProblem
     if n < 2 or n % 2:
         raise ValueError(f"n must be an even number >= 2 (antithetic client pairs), got {n}")
     if not 0 <= zeros < dim - 1:
@@ -614,7 +612,8 @@ class SoftmaxTask:
 
     :math:`f_i(W) = \frac1{m}\sum_{(x,y)\in D_i} \mathrm{CE}(W^\top[x;1], y) + \frac{wd}{2}\|W\|^2`,
     W of shape (D+1, C) (weights and bias, flattened to d = (D+1) C); :math:`f = \frac1n\sum_i f_i`.
-    Local training (MIFA's code, hmgxr128/MIFA_code@c1099d9, run_mnist_logit.sh and src/models/worker.py): ``epochs`` passes of minibatch SGD with batch size
+    Local training (MIFA's code, hmgxr128/MIFA_code@c1099d9, run_mnist_logit.sh and src/models/worker.py): ``epochs``
+    passes of minibatch SGD with batch size
     ``batch_size`` (last batch smaller, no drop), step size eta, weight decay wd on every parameter,
     minibatch order from torch_gen(seed, "batch-<round>"), the same for all methods.
     The gradient of the softmax cross-entropy is written in closed form, and every (seed, client) pair
@@ -819,13 +818,11 @@ def softmax_task(num_clients: int = 100, classes_per_client: int = 2, *, seed: i
     Pixels in [0, 1], flattened, no standardisation, plus a constant 1 for the bias. ``subset`` keeps the
     a random `subset` of every client's samples (smoke runs). ``synthetic=True`` (or MNIST absent) builds a
     labelled stand-in: 10 Gaussian classes in 784 dimensions, same split (never used by the paper profile)."""
-    from flkit import partition
     desc = "MNIST (real), MIFA 2-class shards"
     if synthetic:
         x_tr, y_tr, x_te, y_te = _synthetic_images(seed)
         desc = "SYNTHETIC Gaussian classes (MNIST stand-in), MIFA 2-class shards"
     else:
-        from flkit import datasets
         ds = datasets.load("mnist")
         x_tr, y_tr = ds.x_train.reshape(len(ds.x_train), -1), ds.y_train
         x_te, y_te = ds.x_test.reshape(len(ds.x_test), -1), ds.y_test

@@ -50,7 +50,8 @@ _CHAPTERS = [
     "flkit.papers.fedau.items", "flkit.papers.fedau.overfitting", "flkit.papers.fedau.table",
     "flkit.papers.fedau.theory", "flkit.papers.fedau.weights",
     "flkit.papers.hics", "flkit.papers.hics.common", "flkit.papers.hics.costs", "flkit.papers.hics.diagnosis",
-    "flkit.papers.hics.dissimilarity", "flkit.papers.hics.entropy", "flkit.papers.hics.fmnist", "flkit.papers.hics.items",
+    "flkit.papers.hics.dissimilarity", "flkit.papers.hics.entropy", "flkit.papers.hics.fmnist",
+             "flkit.papers.hics.items",
     "flkit.papers.hics.theory",
     "flkit.papers.mifa", "flkit.papers.mifa.bounds", "flkit.papers.mifa.common", "flkit.papers.mifa.complexity",
     "flkit.papers.mifa.experiments", "flkit.papers.mifa.items", "flkit.papers.mifa.logistic",
@@ -255,3 +256,68 @@ def test_parser_sees_imports_inside_functions_relative_ones_and_parent_packages(
                                   "flkit.low (core) -> flkit.sub.high (chapters), line 2",
                                   "flkit.other (core) -> flkit.sub (chapters), line 1",
                                   "flkit.other (core) -> flkit.sub.high (chapters), line 1"]
+
+
+# ------------------------------------------------------------------------------------------- imports at the top
+# (importer, imported) -> why this import stands inside a function rather than at the top of the module. Every
+# other import of an flkit module is at module top, where a reader sees what a module depends on.
+INSIDE_FUNCTIONS: dict[tuple[str, str], str] = {
+    ("flkit.params", "flkit.papers.cvar"): "only the Fed-CVaR-Avg pages' check needs it; at the top it would load "
+                                           "torch and the chapter's training code for every `python -m flkit.run`",
+    **{("flkit.owed", m): "to move" for m in (
+        "flkit.datasets", "flkit.results", "flkit.papers.fedau.cutoff", "flkit.papers.fedau.table",
+        "flkit.papers.hics.fmnist", "flkit.papers.hics.dissimilarity", "flkit.papers.across.rare_users",
+        "flkit.papers.cvar")},
+    **{("flkit.window", m): "to move" for m in (
+        "flkit.datasets", "flkit.fl", "flkit.owed", "flkit.papers.hics.entropy", "flkit.papers.hics.fmnist",
+        "flkit.seeding")},
+}
+
+
+def function_imports(mods: dict[str, Path]) -> dict[tuple[str, str], int]:
+    """(importer, imported module) -> line, for every import of an flkit module inside a function (or method),
+    absolute or relative; "from pkg import name" counts as pkg.name when that is a module, else pkg."""
+    out = {}
+    for m, path in mods.items():
+        package = m if path.name == "__init__.py" else m.rpartition(".")[0]
+        for fn in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    targets = [_resolve(a.name, mods) for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    if node.level:
+                        base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                        base = ".".join(base + ([node.module] if node.module else []))
+                    else:
+                        base = node.module or ""
+                    targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else _resolve(base, mods)
+                               for a in node.names]
+                else:
+                    continue
+                for t in targets:
+                    if t:
+                        out.setdefault((m, t), node.lineno)
+    return out
+
+
+def test_flkit_imports_stand_at_the_top():
+    found = function_imports(modules(REPO))
+    inside = sorted(f"{a} -> {b}, line {line}" for (a, b), line in found.items() if (a, b) not in INSIDE_FUNCTIONS)
+    assert not inside, ("import these flkit modules at the top of the module (or say in tests/test_layers.py "
+                        f"INSIDE_FUNCTIONS why one cannot be): {inside}")
+    assert sorted(k for k in INSIDE_FUNCTIONS if k not in found) == [], "INSIDE_FUNCTIONS lists imports no longer made"
+    assert all(why.strip() for why in INSIDE_FUNCTIONS.values())
+
+
+def test_function_import_check_can_fail(tmp_path):
+    """An import inside a function (absolute, relative, "from pkg import module") is found; one at the top is not."""
+    pkg = tmp_path / "flkit"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("import flkit.b\n\ndef f():\n    from flkit import b\n\nclass C:\n    def g(self):\n"
+                              "        from . import c\n        import flkit.c.x\n")
+    (pkg / "b.py").write_text("")
+    (pkg / "c.py").write_text("")
+    assert function_imports(modules(tmp_path)) == {("flkit.a", "flkit.b"): 4, ("flkit.a", "flkit.c"): 8}

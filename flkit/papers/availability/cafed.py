@@ -61,16 +61,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import aggregate, fl, models, participation, sample
+from flkit import aggregate, datasets, fl, models, participation, plots, sample
 from flkit.papers import claims, settings
 from flkit.papers.availability import common
 from flkit.seeding import rng
 from flkit.tasks import EngineTask
 
 __all__ = [
-    "SOURCE", "METHODS", "WITH_FEDAU", "FEDAU_K", "LABELS", "PALETTE", "TYPE_NAMES", "README", "readme_table", "PROFILES", "profile",
+    "SOURCE", "METHODS", "WITH_FEDAU", "FEDAU_K", "LABELS", "PALETTE", "TYPE_NAMES", "README", "readme_table",
+           "PROFILES", "profile",
     "LRS", "Clients", "assign_types", "availability_parameters", "synthetic", "mnist", "local_optimum",
-    "run_config", "make_task", "algorithms", "run_experiment", "log_rounds", "summarize", "compare_table", "paired_difference",
+    "run_config", "make_task", "algorithms", "run_experiment", "log_rounds", "summarize", "compare_table",
+           "paired_difference",
     "verdict", "readme_check", "usage_by_type", "usage_contrast", "lesson_check", "share_check", "worked_example",
     "plot_shares", "plot_curves", "plot_usage",
     "BOX", "CONTROL_LRS", "HAND_E", "configs", "share_runs", "synthetic_runs", "control_runs", "mnist_runs",
@@ -297,7 +299,6 @@ def mnist(seed: int = 42, n_clients: int = 24, n_clusters: int = 2, swaps: int =
     distinct digits). Types by multinomial draw per cluster. F_k^* = 0 for every client (the code's value,
     see the module docstring). ``train_fraction`` < 1 keeps that fraction of each client's training images
     (a reduced profile; 1 = the paper's data)."""
-    from flkit import datasets
     if not 0 < train_fraction <= 1:
         raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction}")
     data = datasets.load("mnist", root)
@@ -670,7 +671,8 @@ def share_numbers(shares: pd.DataFrame) -> dict:
     """The numbers of the shares that the page's prose glues."""
     sa = shares.set_index(["rule", "group"])
     naive = sa.loc[("q = alpha", "available-shifting")]
-    se_ratio = sa.loc[("q = alpha/pi", "unavailable-stable"), "se"] / sa.loc[("q = alpha/pi", "unavailable-shifting"), "se"]
+    se_ratio = sa.loc[("q = alpha/pi", "unavailable-stable"), "se"] / sa.loc[("q = alpha/pi", "unavailable-shifting"),
+                                                                             "se"]
     share_ok = [_share_ok(r) for _, r in shares.iterrows()]
     return dict(naive_share=naive["measured"], naive_target=naive["target"], n_share_ok=sum(share_ok),
                 n_shares=len(shares), share_se_ratio=se_ratio, w_shares="hold" if all(share_ok) else "do not all hold")
@@ -759,7 +761,6 @@ def mnist_numbers(tabm: pd.DataFrame, cl: Clients, summ_m: pd.DataFrame, comp_m:
 def plot_shares(shares: pd.DataFrame, title: str, ax=None):
     """Measured share of each group of clients (error bar: 2 standard errors) against the notes' p
     (crosses), for both choices of q."""
-    from flkit import plots
     if ax is None:
         ax = plots.figure(1, 1, row_height=3.2)[1][0, 0]
     groups = list(dict.fromkeys(shares["group"]))
@@ -783,13 +784,13 @@ def plot_shares(shares: pd.DataFrame, title: str, ax=None):
 def plot_curves(table: pd.DataFrame, title: str, axes=None, methods: Sequence[str] = METHODS):
     """Two panels: test accuracy per round and its time average (cumulative mean from round 0), mean over
     seeds with a band of +- one standard error; one curve per method of `methods` in the table."""
-    from flkit import plots
     if axes is None:
         axes = plots.figure(1, 2, row_height=3.0)[1][0]
     acc = table[(table["metric"] == "test_acc") & (table["client"] < 0)]
     # curves that nearly coincide (Unbiased, F3AST, CA-Fed on MNIST) stay apart by style: the widest drawn
     # first, then dashed and dotted lines, with markers at staggered rounds
-    style = {"unbiased": ("-", 2.8, "o"), "f3ast": ("--", 1.6, "s"), "adafed": ("-", 1.2, "D"), "cafed": (":", 2.0, "^"),
+    style = {"unbiased": ("-", 2.8, "o"), "f3ast": ("--", 1.6, "s"), "adafed": ("-", 1.2, "D"),
+             "cafed": (":", 2.0, "^"),
              "fedau": ("-.", 1.8, "v")}
     for k, m in enumerate(methods):
         g = acc[acc["method"] == m].pivot_table(index="round", columns="seed", values="value") * 100
@@ -812,7 +813,6 @@ def plot_curves(table: pd.DataFrame, title: str, axes=None, methods: Sequence[st
 def plot_usage(table: pd.DataFrame, cl: Clients, title: str, ax=None):
     """Per client (grouped by type), the fraction of its available rounds in which each method aggregated
     it, mean over seeds."""
-    from flkit import plots
     if ax is None:
         ax = plots.figure(1, 1, row_height=3.4)[1][0, 0]
     per = table[table["client"] >= 0].pivot_table(index=["method", "seed", "client"], columns="metric",
@@ -825,7 +825,8 @@ def plot_usage(table: pd.DataFrame, cl: Clients, title: str, ax=None):
         if m in frac.index:
             ax.bar(np.arange(len(order)) + (j - 1.5) * width, frac.loc[m].to_numpy()[order], width,
                    color=PALETTE[m], label=LABELS[m])
-    ax.set_xticks(np.arange(len(order)), [str(k) if len(order) <= 30 or i % 2 == 0 else "" for i, k in enumerate(order)])
+    ax.set_xticks(np.arange(len(order)),
+                  [str(k) if len(order) <= 30 or i % 2 == 0 else "" for i, k in enumerate(order)])
     for b in np.flatnonzero(np.diff(cl.types[order])) + 0.5:
         ax.axvline(b, color="k", lw=0.8, ls=":")
     starts = [0] + list(np.flatnonzero(np.diff(cl.types[order])) + 1)

@@ -43,7 +43,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from flkit import participation
+from flkit import aggregate, datasets, fl, models, participation, partition, plots, sample
+from flkit.datasets import QuadraticProblem
 from flkit.papers import claims, settings
 from flkit.papers.availability import common
 from flkit.papers.availability.schemes import (
@@ -58,6 +59,7 @@ from flkit.papers.availability.schemes import (
     weight_covariance,
 )
 from flkit.seeding import rng
+from flkit.tasks import EngineTask, QuadraticTask
 
 __all__ = [
     "PROFILES", "profile", "NOTES_EXAMPLE",
@@ -69,7 +71,8 @@ __all__ = [
     "TopKTask", "topk_experiment", "local_models_of_one_round", "population", "inclusion_table", "plot_inclusion",
     "scheme_tables", "variance_curves", "MNIST_MODELS",
     "BOX", "OBJECTIVE_B", "configs", "objective_runs", "count_runs", "topk_runs", "example_table",
-    "inclusion_verdict", "inclusion_numbers", "settling", "plot_settling", "cost_view", "cost_numbers", "upload_checks", "count_table", "topk_summary", "plot_topk", "topk_view",
+    "inclusion_verdict", "inclusion_numbers", "settling", "plot_settling", "cost_view", "cost_numbers", "upload_checks",
+           "count_table", "topk_summary", "plot_topk", "topk_view",
     "topk_checks", "topk_numbers", "summary_words",
 ]
 
@@ -198,8 +201,6 @@ def chi2_divergence(alpha, p):
 def quadratic_clients_task(b) -> "object":
     r"""Clients :math:`F_i(w) = \frac12\|w - b_i\|^2` (identity Hessians) with one local gradient step, so
     that :math:`\Delta_i = w - b_i` and the minimiser of :math:`\sum_i p_i F_i` is :math:`\sum_i p_i b_i`."""
-    from flkit.datasets import QuadraticProblem
-    from flkit.tasks import QuadraticTask
     b = torch.as_tensor(np.asarray(b, dtype=float))
     return QuadraticTask(QuadraticProblem(torch.ones_like(b), b.clone()))
 
@@ -213,7 +214,6 @@ def objective_check(pi, N: int, b, *, rounds: int, burn_in: int, lr: float, seed
     probabilities P_i, i.e. :math:`q_i \propto \alpha_i/P_i` with :math:`\alpha_i = 1/M`). Returns, per rule
     and seed, the iterate
     averaged over rounds burn_in..rounds (columns method, seed, coord, value)."""
-    from flkit import aggregate, fl, sample
     pi_f = [float(v) for v in pi]
     rounds, seeds = settings.positive_int(rounds, "rounds"), settings.seeds(seeds)
     if not 0 <= settings.positive_int(burn_in, "burn_in", 0) < rounds:
@@ -244,7 +244,6 @@ def local_models_of_one_round(cfg: dict, seed: int) -> dict:
     initial model: logistic regression (`flkit.models.logreg`), Dirichlet(cfg["dirichlet"]) label split of
     the training set into cfg["M"] clients, cfg["local_epochs"] epochs of SGD with batch cfg["batch_size"] and
     step cfg["lr"]. Returns dict(sizes (M,), w0 (d,), local (M, d), delta (M, d)) as float64 arrays."""
-    from flkit import fl
     task = _mnist_task(cfg, seed, cfg["M"], model="logreg", epochs=cfg["local_epochs"])
     w0 = task.init_params([seed])
     runs = fl.Runs([seed], torch.tensor([float(cfg["lr"])]), ["one_round"])
@@ -285,7 +284,6 @@ def notes_practical_numbers(hours_per_day: int = 20, days_per_week: int = 7, wee
 def model_table() -> pd.DataFrame:
     """Every model of `flkit.models` (builders with their default arguments): trainable parameters d and
     float32 bytes 4 d."""
-    from flkit import models
     rows = []
     for name in models.NAMES:
         d = models.count_parameters(models.build(name))
@@ -296,7 +294,6 @@ def model_table() -> pd.DataFrame:
 def dataset_bytes(name: str) -> dict:
     """Training-set size of a stored data set: samples, bytes as uint8 images plus one byte per label
     (how the files store them), and as float32 inputs plus int64 labels (what the engine holds)."""
-    from flkit import datasets
     data = datasets.load(name, as_uint8=True)
     n = int(data.x_train.shape[0])
     per = int(np.prod(data.x_train.shape[1:]))
@@ -344,7 +341,6 @@ def count_uploads(M: int, N: int, K: int, pi, seeds, dim: int = 5) -> pd.DataFra
     ``flkit.fl.run`` for K rounds on M quadratic clients of dimension `dim`, availability Bernoulli(pi): per seed
     the client updates the run computed (``Result.evals``: one upload of the model, 4 `dim` bytes in float32,
     per picked client and round), beside K N and the exact expectation :math:`K\,\mathbb E\min(N, |A_k|)`."""
-    from flkit import aggregate, fl, sample
     M, N, K = settings.positive_int(M, "M"), settings.positive_int(N, "N"), settings.positive_int(K, "K")
     if N > M:
         raise ValueError(f"N (clients per round) must be <= M (clients), got N={N}, M={M}")
@@ -479,7 +475,6 @@ class TopKTask:
 
 
 def _mnist(cfg: dict):
-    from flkit import datasets
     data = datasets.load("mnist")
     x, y, xt, yt = data.x_train, data.y_train, data.x_test, data.y_test
     if cfg.get("train_subset"):
@@ -494,8 +489,6 @@ def _mnist_task(cfg: dict, seed: int, clients: int, *, model: str, epochs: int |
                 steps: int | None = None):
     """EngineTask on MNIST: Dirichlet(cfg["dirichlet"]) label split (>= one batch per client) drawn with
     `seed`, local SGD with cfg["batch_size"], cfg["lr"], `epochs` passes or `steps` minibatches."""
-    from flkit import models, partition
-    from flkit.tasks import EngineTask
     x, y, xt, yt = _mnist(cfg)
     part = partition.dirichlet(y.numpy(), clients, cfg["dirichlet"], seed, min_size=cfg["batch_size"])
     return EngineTask(model=models.build(model), x=x, y=y, clients=list(part.indices), x_test=xt, y_test=yt,
@@ -507,11 +500,11 @@ def topk_experiment(cfg: dict, seeds: Sequence[int]) -> pd.DataFrame:
     label split drawn with the first seed, the same for every run), N = cfg["per_round"] of them uniformly
     per round (`sample.UniformK`), `aggregate.FedAvg("size")`, server step 1, cfg["steps"] local SGD steps
     (minibatches drawn independently, the same number for every client) on cfg["model"]. One method per
-    (what, frac) in {update, model} x cfg["fracs"] (frac = 1 is one uncompressed method, "dense"). Returns a tidy table (method, seed, round, metric, value, frac): the test
+    (what, frac) in {update, model} x cfg["fracs"] (frac = 1 is one uncompressed method, "dense"). Returns a tidy table
+    (method, seed, round, metric, value, frac): the test
     metrics of every run, the mean relative error of the sent messages (metric "sent_error", seed -1), and the
     relative top-k errors of the dense runs' uploads at every frac of cfg["error_fracs"] (metrics
     "error_update" / "error_model", averaged over the seeds' uploads of each round, seed -1)."""
-    from flkit import aggregate, fl, sample
     settings.check_profile(cfg, "topk settings")
     seeds = settings.seeds(seeds)
     task = _mnist_task(cfg, seeds[0], cfg["clients"], model=cfg["model"], steps=cfg["steps"])
@@ -684,7 +677,6 @@ def settling(obj: pd.DataFrame, w_B, w_T) -> list[tuple[str, str, bool]]:
 def plot_settling(obj: pd.DataFrame, b, w_B, w_T, oc: dict):
     """Left: the clients' optima and the two minimizers; right: the time-averaged iterate of every seed minus the
     predicted minimizer of its rule. Returns the figure."""
-    from flkit import plots
     fig, axes = plots.figure(1, 2, row_height=4.0)
     axes = axes[0]
     ax = axes[0]
@@ -727,7 +719,8 @@ def cost_numbers(ct: pd.DataFrame, data: dict, nums: dict, N0: int) -> dict:
     return dict(mnist_mb=data["bytes_uint8"] / 1e6, K=nums["K"], N0=N0, lr_params=int(lr_["params"]),
                 lr_gb=lr_["fl_bytes"] / 1e9, lr_ratio=lr_["ratio"], lr_k=lr_["break_even_K"], big_model=big["model"],
                 big_params=int(big["params"]), big_ratio=big["ratio"], big_k=big["break_even_K"],
-                top1_factor=lr_["fl_bytes"] / lr_["fl_bytes_top1"], w_single="more" if big["break_even_K"] < 1 else "less")
+                top1_factor=lr_["fl_bytes"] / lr_["fl_bytes_top1"],
+                w_single="more" if big["break_even_K"] < 1 else "less")
 
 
 def upload_checks(cu: pd.DataFrame, CU: dict) -> list[tuple[str, bool, str]]:

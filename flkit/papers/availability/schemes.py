@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from flkit import sample
 from flkit.papers import settings
 
 __all__ = ["SCHEMES", "check_N", "scheme_weights", "enumerate_scheme", "exact_moments", "weight_covariance",
@@ -135,7 +136,6 @@ def scheme_monte_carlo(sizes, N: int, scheme: str, *, runs: int, draws_per_run: 
     always-available clients with data sizes `sizes` (alpha = sizes / sum): scheme I
     ``flkit.sample.ProportionalK(N, replace=True)``, scheme II ``flkit.sample.UniformK(N)``. Run r uses the
     seed ``seed * 100_000 + r`` (its own "selection" stream)."""
-    from flkit import sample
     _check_scheme(scheme)
     settings.positive_int(runs, "runs")
     settings.positive_int(draws_per_run, "draws_per_run")

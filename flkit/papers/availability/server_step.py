@@ -13,7 +13,7 @@ from textwrap import fill
 import numpy as np
 import pandas as pd
 
-from flkit import aggregate, fl, participation
+from flkit import aggregate, fl, participation, plots
 from flkit.datasets import QuadraticProblem
 from flkit.papers import settings
 from flkit.papers.availability import common
@@ -68,7 +68,8 @@ def edge_runs(task: WeightedQuadratic, pi, fractions, rounds: int, seeds) -> pd.
     if any(not 0 < f < 1 for f in fractions):
         raise ValueError(f"fractions of the stability limit must lie in (0, 1), got {fractions!r}")
     algs = {f"f={f}": fl.Algorithm(aggregate.KnownP(), lr=e) for f, e in zip(fractions, etas)}
-    res = fl.run(task, algs, seeds=list(seeds), rounds=rounds, availability=lambda s: participation.bernoulli(pi, rounds, s),
+    res = fl.run(task, algs, seeds=list(seeds), rounds=rounds,
+                 availability=lambda s: participation.bernoulli(pi, rounds, s),
                  p=pi, w0=task.w_T, every=1, diverge_factor=None)
     tail = res.rounds > rounds // 2
     w_T = task.w_T.numpy()
@@ -107,13 +108,13 @@ def server_step_checks(tab: pd.DataFrame, edge: pd.DataFrame) -> list[tuple[bool
     z = float(((m["mean"] - ex) / (m["std"] / np.sqrt(m["count"]))).abs().max())
     lo = float(var["ratio"].min()) if len(var) else float("nan")
     return [
-        (below, f"with a variable number of available clients the largest mean-square-stable gamma_s of the unnormalized "
-                f"rule is below that of the same expected update with fixed weights, at every pi_min < 1 (smallest "
-                f"ratio {lo:.3f}), and equal at pi_min = 1", lo, 1.0),
+        (below, "with a variable number of available clients the largest mean-square-stable gamma_s of the "
+                "unnormalized rule is below that of the same expected update with fixed weights, at every pi_min < 1 "
+                f"(smallest ratio {lo:.3f}), and equal at pi_min = 1", lo, 1.0),
         (mono, "the largest stable gamma_s falls as the availabilities spread (pi_min from 1 down to "
                f"{t['pi_min'].min():g})", float(t["gamma_max"].iloc[-1]), float(t["gamma_max"].iloc[0])),
-        (dev <= 1e-12, "with one Hessian for all clients the ratio is exactly E[S]^2 / E[S^2], S the total weight of the "
-                       f"available clients (max deviation {dev:.1e})", dev, 0.0),
+        (dev <= 1e-12, "with one Hessian for all clients the ratio is exactly E[S]^2 / E[S^2], S the total weight of "
+                       f"the available clients (max deviation {dev:.1e})", dev, 0.0),
         (z <= 4, f"through fl.run, the floors at fractions {sorted(m.index)} of the limit match the exact recursion "
                  f"(max |z| = {z:.2f})", z, 4.0),
     ]
@@ -123,7 +124,6 @@ def plot_server_step(sst: pd.DataFrame, ed: pd.DataFrame, P: dict, SV: dict):
     """Left: the largest mean-square-stable server step against pi_min (:func:`server_step_table`), relative to
     the limit with fixed weights; right: the floors at fractions of it (:func:`edge_runs`), measured and exact.
     Returns the figure."""
-    from flkit import plots
     fig, axes = plots.figure(1, 2, row_height=3.5)
     axes = axes[0]
     axes[0].plot(sst["pi_min"], sst["ratio"], "o-", label="clients' own Hessians (exact)")

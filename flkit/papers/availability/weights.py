@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import aggregate, fl, participation
+from flkit import aggregate, fl, participation, plots
 from flkit.datasets import QuadraticProblem, quadratic_clients
 from flkit.papers import settings
 from flkit.papers.availability import common
@@ -305,7 +305,8 @@ def floor_runs(task: WeightedQuadratic, pi, etas, rounds: int, seeds) -> pd.Data
             base = dict(method=name, eta=eta, round=rounds)
             rows += [dict(base, seed=int(s), metric="tail_dist2", value=float(x)) for s, x in zip(seeds, v)]
             rows += [dict(base, seed=-1, metric=k, value=float(x)) for k, x in
-                     (("exact_tail_dist2", ex), ("stationary_bias2", st["bias2"]), ("stationary_variance", st["variance"]))]
+                     (("exact_tail_dist2", ex), ("stationary_bias2", st["bias2"]),
+                      ("stationary_variance", st["variance"]))]
     return pd.DataFrame(rows)
 
 
@@ -341,7 +342,8 @@ def limit_runs(task: WeightedQuadratic, cases: dict, eta: float, rounds: int, se
     w0 = np.zeros(task.dim)
     for key, c in cases.items():
         pi, q = c["pi"], c["q"]
-        algs = {f"{key} | {'normalized' if norm else 'unnormalized'}": (fl.Algorithm(Weighted(tuple(q), norm), lr=eta), norm)
+        algs = {f"{key} | {'normalized' if norm else 'unnormalized'}": (fl.Algorithm(Weighted(tuple(q), norm), lr=eta),
+                                                                        norm)
                 for norm in (False, True)}
         avail = lambda s, pi=pi: participation.bernoulli(pi, rounds, s)  # noqa: E731
         res = fl.run(task, {k: a for k, (a, _) in algs.items()}, seeds=list(seeds), rounds=rounds,
@@ -390,7 +392,8 @@ def one_aggregate_table(task: WeightedQuadratic, pi, draws: int, seed: int) -> p
             rows.append({"point": point, "rule": name, "|grad F_T|^2": float(g @ g), "cos(E G, grad F_T)": cos,
                          "bias2 (exact)": float(((mean - g) ** 2).sum()), "variance (exact)": var,
                          "variance (MC)": mc["var"], "variance s.e.": mc["var_se"],
-                         "max |z|, mean": float(np.max(np.abs(z))), "z, variance": zscore(mc["var"], var, mc["var_se"])})
+                         "max |z|, mean": float(np.max(np.abs(z))),
+                         "z, variance": zscore(mc["var"], var, mc["var_se"])})
     return pd.DataFrame(rows)
 
 
@@ -441,7 +444,8 @@ def worked_example_table(draws: int, seed: int) -> pd.DataFrame:
     rows = []
     for name, ex in exact.items():
         mc = (None if name.startswith("notes") else
-              monte_carlo_weights(pi, q_ab if "alpha" in name else q, draws, seed, normalize=name.startswith("normalized")))
+              monte_carlo_weights(pi, q_ab if "alpha" in name else q, draws, seed,
+                                  normalize=name.startswith("normalized")))
         for i in range(3):
             row = {"quantity": name, "client": i + 1, "pi_i": _frac(pi[i]), "alpha_i": _frac(alpha[i]),
                    "exact": _frac(ex[i]), "exact (decimal)": float(ex[i])}
@@ -563,7 +567,8 @@ def limit_table(df: pd.DataFrame) -> pd.DataFrame:
     gap = df[df["metric"].str.startswith("dist2_effective_") | (df["metric"] == "dist2_FB_FT")].pivot_table(
         index=key, columns="metric", values="value", sort=False)
     names = {"dist2_F_T": "final |w - w_T*|^2", "dist2_F_B": "final |w - w_B*|^2", "dist2_effective": "final |w - m|^2",
-             "dist2_FB_FT": "|w_B* - w_T*|^2", "dist2_effective_FT": "|m - w_T*|^2", "dist2_effective_FB": "|m - w_B*|^2"}
+             "dist2_FB_FT": "|w_B* - w_T*|^2", "dist2_effective_FT": "|m - w_T*|^2",
+             "dist2_effective_FB": "|m - w_B*|^2"}
     return fin.join(gap).rename(columns=names)[list(names.values())]
 
 
@@ -665,7 +670,6 @@ def plot_fairness(ft: pd.DataFrame, cfg: dict):
     """Left: both objectives on N = 8 clients in d = 2 (:func:`plot_fairness_2d`); right: over the problems of
     :func:`fairness_table`, the distance between the two minimizers against the total variation between the two
     alphas. Returns the figure."""
-    from flkit import plots
     P, F = cfg["problem"], cfg["fair"]
     prob2 = quadratic_clients(8, 2, P["seed"], heterogeneity=P["heterogeneity"], mu=P["mu"], L=P["L"])
     fig, axes = plots.figure(1, 2, row_height=3.2)
@@ -807,7 +811,8 @@ def example_numbers(we: pd.DataFrame) -> dict:
     w_n = we[we["quantity"] == "normalized, q = alpha/pi"]["exact (decimal)"].to_numpy()
     chi2 = float(((1 / 3 - w_n) ** 2 / w_n).sum())
     return dict(ex_norm_frac=", ".join(_exact_of(we, "normalized, q = alpha/pi")),
-                ex_norm_dec=", ".join(f"{v:.3f}" for v in w_n), ex_chi2=chi2, ex_alone=float(np.prod([1 - 1 / 2, 1 - 1 / 6])))
+                ex_norm_dec=", ".join(f"{v:.3f}" for v in w_n), ex_chi2=chi2,
+                ex_alone=float(np.prod([1 - 1 / 2, 1 - 1 / 6])))
 
 
 def limit_checks(tab: pd.DataFrame, ls: pd.DataFrame) -> tuple[list[tuple[str, bool, str]], dict]:

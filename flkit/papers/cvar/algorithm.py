@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from flkit.batches import epoch_batches
+from flkit.engine import local_train
 from flkit.objectives import cvar_objective
 
 @dataclass
@@ -116,8 +118,6 @@ def run_round(state: State, model: torch.nn.Module, x: torch.Tensor, y: torch.Te
     keeps it). The steps: `flkit.engine.local_train` with `objective` (the surrogate of G_i).
 
     Returns the new state and diagnostics: {"user": selected, "t": t^{n+1}, "steps": local steps}."""
-    from flkit.batches import epoch_batches
-    from flkit.engine import local_train
     pool, n = users.relayed(selected)
     batches, steps = epoch_batches(pool, batch_size, epochs, generators=generators, sizes=n, last="pad")
     params, _ = local_train(model, state.params, x, y, batches, lr=learning_rates(lr_theta, lr_t),
