@@ -572,10 +572,9 @@ def checks(table: pd.DataFrame, caveat: dict, exact: pd.DataFrame, simulated: pd
     worst = float(exact[cols].max().max())
     out.append(("markov", claims.holds("exact: FedAU's (x, p) and CA-Fed's (pi, lambda) = (p, 1 - x/p) give the same "
                                        "transition matrix, stationary law, second eigenvalue and lag-s "
-                                       f"autocorrelation lambda^s on {len(exact)} (p, x) pairs (rescaled ones: lambda "
-                                       "= 1 - 1/(1 - p)); largest difference", worst <= TOL, f"max abs diff <= {TOL:g}",
-                                       ours=worst,
-                                       reference=TOL)))
+                                       f"autocorrelation lambda^s on {len(exact)} (p, x) pairs (rescaled ones: "
+                                       "lambda = 1 - 1/(1 - p)); largest difference",
+                                       worst <= TOL, f"max abs diff <= {TOL:g}", ours=worst, reference=TOL)))
     trip = float(exact.loc[~exact["rescaled"], "round_trip"].max())
     out.append(("markov", claims.holds("the inverse map x = (1 - lambda) pi, p = pi returns every unrescaled (x, p); "
                                        "largest difference", trip <= TOL, f"max abs diff <= {TOL:g}", ours=trip,

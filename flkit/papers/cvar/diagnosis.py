@@ -126,8 +126,8 @@ def scaling_words(effect: pd.DataFrame, gains_authors: pd.DataFrame, r: float = 
     if e.empty:
         return {"effect": "n/a (no stored runs)", "gain": "n/a (no stored runs)", "seeds": "0"}
     name = {"fedavg": "FedAvg", "fed-cvar-avg": "Fed-CVaR-Avg"}
-    say = lambda row: (f"{name[row.method]} on "
-                       f"{'the overall test set' if row.quantity == 'overall' else 'class ' + row.quantity}: "  # noqa: E731
+    say = lambda row: (f"{name[row.method]} on "  # noqa: E731
+                       f"{'the overall test set' if row.quantity == 'overall' else 'class ' + row.quantity}: "
                        f"{row.authors_inputs:.1f} % against {row.document_inputs:.1f} % ({_diff(row)})")
     g = gains_authors[gains_authors["r"] == r] if len(gains_authors) else gains_authors
     gain = "; ".join(f"{'overall' if row.quantity == 'overall' else 'class ' + row.quantity}: "
