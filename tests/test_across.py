@@ -211,8 +211,8 @@ def test_the_errata_text_takes_the_recorded_values():
 
 def test_the_errata_page_shows_every_entry():
     nb = json.loads((scorecard.BOOK / "across" / "errata.ipynb").read_text())
-    text = "".join("".join(o.get("data", {}).get("text/markdown", "")) for c in nb["cells"] for o in c.get("outputs",
-                                                                                                           []))
+    text = "".join("".join(o.get("data", {}).get("text/markdown", ""))
+                   for c in nb["cells"] for o in c.get("outputs", []))
     for i, e in enumerate(R.ENTRIES, 1):
         assert f"**{i}. {e.item}**" in text, f"book/across/errata is stale: re-execute it ({e.item})"
 
@@ -227,16 +227,16 @@ def test_the_slips_checked_on_the_errata_page_exactly():
     lit = tt[tt["reading"].str.startswith("literal")].set_index("L")
     assert lit.loc[10.0, "eta"] == pytest.approx(10 ** -0.6)
     assert lit.loc[10.0, "contraction"] == pytest.approx(10 ** 0.4 - 1)
-    assert (lit.loc[lit.index > 2 ** 2.5, "contraction"] > 1).all() and (lit.loc[lit.index < 2 ** 2.5,
-                                                                                 "contraction"] < 1).all()
+    assert (lit.loc[lit.index > 2 ** 2.5, "contraction"] > 1).all()
+    assert (lit.loc[lit.index < 2 ** 2.5, "contraction"] < 1).all()
     assert (tt.loc[~tt["reading"].str.startswith("literal"), "contraction"] < 1).all()
     h = R.horizon()
     assert set(map(tuple, h[h["beyond"]][["data", "method"]].to_numpy())) == {
         ("FMNIST", "DivFL"), ("CIFAR-10", "random"), ("CIFAR-10", "pow-d"), ("CIFAR-10", "CS"), ("CIFAR-10", "DivFL"),
         ("CIFAR-100", "DivFL")}
     sp = R.speedups()
-    assert set(map(tuple, sp[~sp["rounded"]][["data", "method"]].to_numpy())) == {("FMNIST", "pow-d"),
-                                                                                  ("CIFAR-100", "CS")}
+    rounded = set(map(tuple, sp[~sp["rounded"]][["data", "method"]].to_numpy()))
+    assert rounded == {("FMNIST", "pow-d"), ("CIFAR-100", "CS")}
     assert sp[~sp["rounded"]]["truncated"].all()
     cs = R.cluster_slots(draws=3000)
     assert cs["exact_paper"] == Fraction(10 ** 5, math.comb(50, 5)) and cs["exact_code"] == Fraction(120, 3125)

@@ -114,14 +114,14 @@ def test_mifa_effects_sign_and_diverged_runs():
     tab = pd.DataFrame([("mifam", 0.0, s, 1e-2) for s in range(3)] + [("mifam", 0.5, s, 1e-3 * (1 + s / 10))
                                                                        for s in range(3)]
                        + [("mifam", 0.9, s, 1e-1) for s in range(3)]
-                       + [("umifam", 0.0, s, np.inf) for s in range(3)] + [("umifam", 0.5, s,
-                                                                            np.inf) for s in range(3)],
+                       + [("umifam", 0.0, s, np.inf) for s in range(3)]
+                       + [("umifam", 0.5, s, np.inf) for s in range(3)],
                        columns=["method", "beta", "seed", "value"])
     e = SN.mifa_effects({0.1: tab}).set_index(["method", "beta"])
     assert e.loc[("mifam", 0.5), "difference"] == pytest.approx(np.mean(np.log10(1e-1 * (1 + np.arange(3) / 10))))
     assert e.loc[("mifam", 0.5), "verdict"] == "confirmed"
-    assert e.loc[("mifam", 0.9), "difference"] == pytest.approx(1.0) and e.loc[("mifam", 0.9),
-                                                                               "verdict"] == "contradicted"
+    assert e.loc[("mifam", 0.9), "difference"] == pytest.approx(1.0)
+    assert e.loc[("mifam", 0.9), "verdict"] == "contradicted"
     assert e.loc[("umifam", 0.5), "diverged"] == 3
     assert len(SN.mifa_checks(e.reset_index())) == 2        # every run of U-MIFAm diverged: no paired value
 
@@ -193,8 +193,8 @@ def test_every_glue_key_of_the_prose_exists_on_the_empty_path():
     import re
     from pathlib import Path
     nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks/across/sensitivity.ipynb").read_text())
-    text = {t: "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == t) for t in ("markdown",
-                                                                                                     "code")}
+    text = {t: "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == t)
+            for t in ("markdown", "code")}
     used = {m.split(":")[0] for m in re.findall(r"\{glue:(?:text|md)\}`([^`]+)`", text["markdown"])}
     empty = pd.DataFrame(columns=["method", "kind", "gamma", "eta", "val_acc"])
     have = (set(SN.cvar_numbers(pd.DataFrame())) | set(SN.hics_numbers(pd.DataFrame())) |

@@ -86,8 +86,8 @@ def test_fedvarp_by_hand():
 def test_momentum_by_hand_and_closed_form():
     rule = agg.Momentum(agg.MIFA(), 0.5)
     st = rule.init(1, 3, 2, DT, "cpu")
-    assert torch.equal(st.inner.table, torch.zeros(1, 3, 2, dtype=DT)) and torch.equal(st.v,
-                                                                                       torch.zeros(1, 2, dtype=DT))
+    assert torch.equal(st.inner.table, torch.zeros(1, 3, 2, dtype=DT))
+    assert torch.equal(st.v, torch.zeros(1, 2, dtype=DT))
     st.inner.table, st.v = MEMORY.clone(), torch.tensor([[1.0, -1.0]], dtype=DT)
     v1, st = rule.apply(st, updates())
     assert torch.allclose(v1, torch.tensor([[2.5, 2.5]], dtype=DT))   # 0.5 [1,-1] + [2,3]

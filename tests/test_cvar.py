@@ -596,8 +596,8 @@ def test_table1_words_follow_the_checks():
     assert st.to_dict() == {"rise": "contradicted", "p1": "not testable at this scale", "harder": "confirmed",
                             "beats": "confirmed", "best": "confirmed"}
     # the same verdicts as the page's table of the document's reading (rows: best, rise, p1, harder, beats)
-    assert list(fmnist_table.confirm_table1(ours)["verdict"]) == [st[k] for k in ("best", "rise", "p1", "harder",
-                                                                                  "beats")]
+    want = [st[k] for k in ("best", "rise", "p1", "harder", "beats")]
+    assert list(fmnist_table.confirm_table1(ours)["verdict"]) == want
     w = fmnist_table.table1_words(ours, checks)
     assert (w["n_confirmed"], w["n_contradicted"], w["n_untestable"]) == (3, 1, 1)
     assert w["list_contradicted"] == f"“{fmnist_table.TABLE1_SHORT['rise']}”"

@@ -242,9 +242,8 @@ def test_the_tuned_table_differs_from_the_authors_only_in_step_sizes():
     a, b = T.configs(s), T.configs(s, steps=tuned)
     assert len(a) == len(b) == 105
     for x, y in zip(a, b):
-        assert {k: v for k, v in x.items() if k not in ("gamma", "eta")} == {k: v for k,
-                                                                             v in y.items() if k not in ("gamma",
-                                                                                                         "eta")}
+        steps = ("gamma", "eta")
+        assert {k: v for k, v in x.items() if k not in steps} == {k: v for k, v in y.items() if k not in steps}
         assert (y["gamma"], y["eta"]) == tuned[x["method"]] != (x["gamma"], x["eta"])
     # the authors' pairs give the stored runs' configs unchanged
     same = {m: (g, e) for m, (_, _, g, e) in T.METHODS.items()}
@@ -290,8 +289,8 @@ def test_tune_on_a_tiny_profile(tmp_path):
 def test_cnn_spot_profile_is_the_authors_cnn_at_a_reduced_scale():
     from flkit.results import config_key
     s = T.profile("cnn-spot")
-    assert T.model_name(s) == "fedau_fmnist" and (s["rounds"], s["seeds"], s["patterns"]) == (1000, [1, 2],
-                                                                                              ["bernoulli"])
+    assert T.model_name(s) == "fedau_fmnist"
+    assert (s["rounds"], s["seeds"], s["patterns"]) == (1000, [1, 2], ["bernoulli"])
     assert s["methods"] == ["FedAU (K = inf)", "FedAU (K = 50)", "MIFA", "Average participating", "Known p"]
     cs = T.configs(s)
     assert len(cs) == 5 * 2 and {c["model"] for c in cs} == {"fedau_fmnist"}

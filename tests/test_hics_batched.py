@@ -198,8 +198,8 @@ def test_hics_runs_match_the_one_client_loop(mu):
         assert task.paths == [f"local_train/vectorized={vec}"]
         out[vec] = res
     a, b = out[True].tidy(), out[False].tidy()
-    assert len(a) == len(b) and (a[["method", "round", "metric"]].values == b[["method", "round",
-                                                                               "metric"]].values).all()
+    keys = ["method", "round", "metric"]
+    assert len(a) == len(b) and (a[keys].values == b[keys].values).all()
     acc = a.metric.str.endswith("_acc").to_numpy()
     np.testing.assert_array_equal(a["value"][acc], b["value"][acc])       # accuracies: the same samples right
     np.testing.assert_allclose(a["value"][~acc], b["value"][~acc], rtol=METRIC_RTOL, atol=0)
@@ -302,8 +302,8 @@ def test_masked_batch_norm_gradient_is_the_derivative():
 
 
 def test_the_cnn_trains_its_clients_together_on_a_gpu_and_one_at_a_time_on_a_cpu():
-    assert common.batch_clients("hics_fmnist_paper", torch.device("cuda")) and common.batch_clients("hics_fmnist_paper",
-                                                                                                    "cuda:1")
+    assert common.batch_clients("hics_fmnist_paper", torch.device("cuda"))
+    assert common.batch_clients("hics_fmnist_paper", "cuda:1")
     assert not common.batch_clients("hics_fmnist_paper", "cpu")
     assert all(common.batch_clients(m, "cpu") for m in ("logreg", "hics_cifar10", "hics_cifar100"))
     task = hics_task("auto")

@@ -98,8 +98,8 @@ def test_eq6_frame_and_slope():
     table = pd.concat([entropy._tidy("delta_b", db), entropy._tidy("mean_pred", s_bar)])
     f = entropy.eq6_frame(table, part, cfg, C)
     assert entropy.slope(f.per_step, f.measured) == pytest.approx(1.0, abs=1e-12)
-    assert entropy.slope(f.eq6_printed, f.measured) == pytest.approx(entropy.slope(f.eq6_printed, f.per_step),
-                                                                     abs=1e-12)
+    per_step = entropy.slope(f.eq6_printed, f.per_step)
+    assert entropy.slope(f.eq6_printed, f.measured) == pytest.approx(per_step, abs=1e-12)
     assert entropy.direction_cosine(f) == pytest.approx(1.0, abs=1e-12)
     assert np.allclose(f.eq6_printed.to_numpy().reshape(N, C), 0.002 * (D - 0.1), atol=1e-15, rtol=0)
 

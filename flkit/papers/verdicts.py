@@ -201,8 +201,8 @@ def page_checks(path: Path) -> tuple[list[dict], dict]:
     found = []
     for cell in nb.get("cells", []):
         for out in cell.get("outputs", []):
-            if out.get("metadata", {}).get("scrapbook", {}).get("name") == GLUE_KEY and _GLUE_MIME in out.get("data",
-                                                                                                              {}):
+            if (out.get("metadata", {}).get("scrapbook", {}).get("name") == GLUE_KEY
+                    and _GLUE_MIME in out.get("data", {})):
                 found.append(json.loads(_text(out["data"][_GLUE_MIME])))
     if len(found) > 1:
         raise ValueError(f"{path}: the page records its checks {len(found)} times; call scorecard.record once")

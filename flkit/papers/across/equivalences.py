@@ -373,8 +373,8 @@ def rule_rows(seed: int, rounds: int) -> dict[str, dict]:
         "002: MIFA, written out": mifa_002(A, b, m, w0, g, tau),
         "000: MIFA as FedAU's code runs it, written out": mifa_000(A, b, m, w0, g, 1.0, tau),
         "flkit.aggregate.MIFA through fl.run (chapters 000, 002)": pkg["MIFA"]},
-        wrong={"MIFA that skips the rounds without any participant, written out": mifa_waiting(A, b, m, w0, g, 1.0,
-                                                                                               tau)})
+        wrong={"MIFA that skips the rounds without any participant, written out":
+               mifa_waiting(A, b, m, w0, g, 1.0, tau)})
     return out
 
 

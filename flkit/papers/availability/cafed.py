@@ -671,8 +671,8 @@ def share_numbers(shares: pd.DataFrame) -> dict:
     """The numbers of the shares that the page's prose glues."""
     sa = shares.set_index(["rule", "group"])
     naive = sa.loc[("q = alpha", "available-shifting")]
-    se_ratio = sa.loc[("q = alpha/pi", "unavailable-stable"), "se"] / sa.loc[("q = alpha/pi", "unavailable-shifting"),
-                                                                             "se"]
+    se_ratio = (sa.loc[("q = alpha/pi", "unavailable-stable"), "se"]
+                / sa.loc[("q = alpha/pi", "unavailable-shifting"), "se"])
     share_ok = [_share_ok(r) for _, r in shares.iterrows()]
     return dict(naive_share=naive["measured"], naive_target=naive["target"], n_share_ok=sum(share_ok),
                 n_shares=len(shares), share_se_ratio=se_ratio, w_shares="hold" if all(share_ok) else "do not all hold")

@@ -342,8 +342,8 @@ def limit_runs(task: WeightedQuadratic, cases: dict, eta: float, rounds: int, se
     w0 = np.zeros(task.dim)
     for key, c in cases.items():
         pi, q = c["pi"], c["q"]
-        algs = {f"{key} | {'normalized' if norm else 'unnormalized'}": (fl.Algorithm(Weighted(tuple(q), norm), lr=eta),
-                                                                        norm)
+        algs = {f"{key} | {'normalized' if norm else 'unnormalized'}":
+                (fl.Algorithm(Weighted(tuple(q), norm), lr=eta), norm)
                 for norm in (False, True)}
         avail = lambda s, pi=pi: participation.bernoulli(pi, rounds, s)  # noqa: E731
         res = fl.run(task, {k: a for k, (a, _) in algs.items()}, seeds=list(seeds), rounds=rounds,

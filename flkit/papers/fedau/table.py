@@ -434,8 +434,8 @@ def tuning_table(res: Mapping, s: Mapping) -> pd.DataFrame:
                      "gamma grid": f"{step(gk[0]):g} to {step(gk[-1]):g} (k = {gk[0]}..{gk[-1]})",
                      "eta grid": f"{step(ek[0]):g} to {step(ek[-1]):g} (k = {ek[0]}..{ek[-1]})",
                      "selected gamma": g, "selected eta": e,
-                     "val. acc. at the authors' (%)": round(float(sc.get((t, ag, ae), np.nan)),
-                                                            2) if t == m else np.nan,
+                     "val. acc. at the authors' (%)":
+                         round(float(sc.get((t, ag, ae), np.nan)), 2) if t == m else np.nan,
                      "val. acc. at the selection (%)": round(float(sel.loc[t, "val_acc"]), 2),
                      "tied points": int(sel.loc[t, "tied"]),
                      "note": f"as {t}" if t != m else ("selection on the grid's edge" if m in res["on_edge"] else "")})

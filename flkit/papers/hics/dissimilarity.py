@@ -382,8 +382,8 @@ def shape_table(levels) -> pd.DataFrame:
     curves at the thirds' midpoints, with each row's :func:`shape_ratio`."""
     mids = (np.arange(3) + 0.5) * math.log(10) / 3
     shape = pd.DataFrame({"ours: 95% quantile of y": levels,
-                          **{f"document's {c} curve": envelope_curve(mids, **DOC_CURVES[c]) for c in ("blue",
-                                                                                                      "green")}},
+                          **{f"document's {c} curve": envelope_curve(mids, **DOC_CURVES[c])
+                             for c in ("blue", "green")}},
                          index=["H in [0, ln10/3)", "H in [ln10/3, 2 ln10/3)", "H in [2 ln10/3, ln10]"]).T
     shape["(middle - high) / (low - middle)"] = [shape_ratio(r) for r in shape.to_numpy()]
     return shape
