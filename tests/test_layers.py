@@ -51,7 +51,7 @@ _CHAPTERS = [
     "flkit.papers.mifa", "flkit.papers.mifa.bounds", "flkit.papers.mifa.common", "flkit.papers.mifa.complexity",
     "flkit.papers.mifa.experiments", "flkit.papers.mifa.items", "flkit.papers.mifa.logistic",
     "flkit.papers.mifa.methods", "flkit.papers.mifa.problems", "flkit.papers.mifa.quadratic",
-    "flkit.papers.mifa.theory", "flkit.papers.mifa.zerosarah",
+    "flkit.papers.mifa.theory",
 ]
 _TOOLING = ["flkit.owed", "flkit.papers.scorecard", "flkit.params", "flkit.reproduce", "flkit.run", "flkit.window"]
 # the one mapping: module (or "package.*": the package and everything under it) -> layer
