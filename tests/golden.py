@@ -209,56 +209,69 @@ def _mifa_logistic() -> pd.DataFrame:
     return res.tidy(pd.DataFrame({"seed": [0, 1]})).drop(columns="run")
 
 
-def _hics_selections() -> pd.DataFrame:
-    """HiCS-FL's sampler, both readings (`flkit.sample.HiCS.for_task` with variant "paper" / "code"), on a small
-    network's flat vector (two linear layers, C = 4 classes): 13 clients of unequal sizes whose updates are drawn
-    per (seed, round, client), two runs (seeds 0 and 1), some rounds with clients unavailable. Per configuration,
-    run and round: the clients' draw counts, the mode, and the last clustering's group labels, entropies and group
-    probabilities (a draw rule, M, freezing, T and lambda varied)."""
+# HiCS-FL's sampler: the configurations of the golden case, name -> keyword arguments of HiCS.for_task
+HICS_CONFIGS = {"paper": dict(variant="paper"), "code": dict(variant="code"),
+                "code/var_switch=1": dict(variant="code", var_switch=1.0),
+                "code/unfrozen,T=0.01": dict(variant="code", freeze_after_warmup=False, temperature=0.01),
+                "paper/draw=code,M=2": dict(variant="paper", draw="code", clusters=2),
+                "paper/draw=distinct,M=4,lam=0.5": dict(variant="paper", draw="distinct", clusters=4, lam=0.5),
+                "code/draw=paper,lam=2,var_switch=1": dict(variant="code", draw="paper", lam=2.0, var_switch=1.0)}
+HICS_K, HICS_ROUNDS = 3, 14
+
+
+def hics_task():
+    """A small network's flat vector (two linear layers, C = 4 classes) as HiCS.for_task reads it."""
     import types
-    from flkit import sample
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 4))
+    return types.SimpleNamespace(model=model, names=[k for k, _ in model.named_parameters()],
+                                 shapes=[tuple(v.shape) for _, v in model.named_parameters()])
+
+
+def hics_selection_rows(name: str, sampler) -> list[dict]:
+    """`sampler` (a HiCS-FL sampler over :func:`hics_task`'s vector) for HICS_ROUNDS rounds: 13 clients of unequal
+    sizes whose updates are drawn per (seed, round, client), two runs (seeds 0 and 1), some rounds with clients
+    unavailable. Per run and round: the clients' draw counts, the mode, and the last clustering's group labels,
+    entropies and group probabilities."""
     from flkit.seeding import rng
-    N, C, L, T = 13, 4, 3, 14
-    model = torch.nn.Sequential(torch.nn.Linear(2, L), torch.nn.Linear(L, C))
-    names = [k for k, _ in model.named_parameters()]
-    shapes = [tuple(v.shape) for _, v in model.named_parameters()]
-    task = types.SimpleNamespace(model=model, names=names, shapes=shapes)
-    d = sum(int(np.prod(s)) for s in shapes)
+    N, C, L = 13, 4, 3
+    d = sum(int(np.prod(s)) for s in hics_task().shapes)
     sizes = torch.tensor([[30.0 + 7 * i for i in range(N)]] * 2, dtype=torch.float64)
-    configs = {"paper": dict(variant="paper"), "code": dict(variant="code"),
-               "code/var_switch=1": dict(variant="code", var_switch=1.0),
-               "code/unfrozen,T=0.01": dict(variant="code", freeze_after_warmup=False, temperature=0.01),
-               "paper/draw=code,M=2": dict(variant="paper", draw="code", clusters=2),
-               "paper/draw=distinct,M=4,lam=0.5": dict(variant="paper", draw="distinct", clusters=4, lam=0.5),
-               "code/draw=paper,lam=2,var_switch=1": dict(variant="code", draw="paper", lam=2.0, var_switch=1.0)}
+    state = sampler.init(2, N, sizes, [0, 1])
     rows = []
-    for name, kw in configs.items():
-        s = sample.HiCS.for_task(task, 3, T, **kw)
-        state = s.init(2, N, sizes, [0, 1])
-        for t in range(T):
-            avail = torch.ones(2, N, dtype=torch.bool)
-            if t in (5, 9):
-                avail[0, ::3] = False
-            if t == 11:
-                avail[1, 3:] = False
-            counts, state = s.select(state, t, avail)
-            pairs = counts.nonzero()
-            delta = torch.zeros(len(pairs), d, dtype=torch.float64)
-            for j, (r, i) in enumerate(pairs.tolist()):
-                g = rng(r, f"hics-golden/{t}/{i}")
-                share = np.roll(np.array([0.7, 0.2, 0.07, 0.03]), i % C) * (1 + (i % 3))
-                delta[j] = torch.as_tensor(0.01 * g.standard_normal(d) - 0.05 * np.r_[np.zeros(d - C * L - C),
-                                           np.repeat(share, L), share])
-            state = s.observe(state, t, pairs, delta)
-            for r in range(2):
-                probs = state.probs[r]
-                rows += [dict(config=name, run=r, round=t, metric=m, client=i, value=float(v))
-                         for m, vals in (("count", counts[r].tolist()), ("label", state.labels[r]),
-                                         ("entropy", state.entropy[r])) for i, v in enumerate(vals)]
-                rows += [dict(config=name, run=r, round=t, metric="prob", client=m, value=float(v))
-                         for m, v in enumerate([] if probs is None else probs)]
-                rows.append(dict(config=name, run=r, round=t, metric=f"mode/{state.mode[r]}", client=-1, value=1.0))
-    return pd.DataFrame(rows)
+    for t in range(HICS_ROUNDS):
+        avail = torch.ones(2, N, dtype=torch.bool)
+        if t in (5, 9):
+            avail[0, ::3] = False
+        if t == 11:
+            avail[1, 3:] = False
+        counts, state = sampler.select(state, t, avail)
+        pairs = counts.nonzero()
+        delta = torch.zeros(len(pairs), d, dtype=torch.float64)
+        for j, (r, i) in enumerate(pairs.tolist()):
+            g = rng(r, f"hics-golden/{t}/{i}")
+            share = np.roll(np.array([0.7, 0.2, 0.07, 0.03]), i % C) * (1 + (i % 3))
+            delta[j] = torch.as_tensor(0.01 * g.standard_normal(d) - 0.05 * np.r_[np.zeros(d - C * L - C),
+                                       np.repeat(share, L), share])
+        state = sampler.observe(state, t, pairs, delta)
+        for r in range(2):
+            probs = state.probs[r]
+            rows += [dict(config=name, run=r, round=t, metric=m, client=i, value=float(v))
+                     for m, vals in (("count", counts[r].tolist()), ("label", state.labels[r]),
+                                     ("entropy", state.entropy[r])) for i, v in enumerate(vals)]
+            rows += [dict(config=name, run=r, round=t, metric="prob", client=m, value=float(v))
+                     for m, v in enumerate([] if probs is None else probs)]
+            rows.append(dict(config=name, run=r, round=t, metric=f"mode/{state.mode[r]}", client=-1, value=1.0))
+    return rows
+
+
+def _hics_selections() -> pd.DataFrame:
+    """HiCS-FL's sampler, both readings (`flkit.sample.HiCS.for_task` with variant "paper" / "code"), in the
+    configurations of HICS_CONFIGS (a draw rule, M, freezing, T, lambda and var_switch varied), driven by
+    :func:`hics_selection_rows`."""
+    from flkit import sample
+    task = hics_task()
+    return pd.DataFrame([row for name, kw in HICS_CONFIGS.items()
+                         for row in hics_selection_rows(name, sample.HiCS.for_task(task, HICS_K, HICS_ROUNDS, **kw))])
 
 
 def _cvar(experiment: str, **overrides) -> pd.DataFrame:
