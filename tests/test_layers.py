@@ -56,7 +56,7 @@ _CHAPTERS = [
     "flkit.papers.mifa", "flkit.papers.mifa.bounds", "flkit.papers.mifa.common", "flkit.papers.mifa.complexity",
     "flkit.papers.mifa.experiments", "flkit.papers.mifa.items", "flkit.papers.mifa.logistic",
     "flkit.papers.mifa.methods", "flkit.papers.mifa.problems", "flkit.papers.mifa.quadratic",
-    "flkit.papers.mifa.theory", "flkit.papers.mifa.zerosarah",
+    "flkit.papers.mifa.theory",
     # each chapter's part of the one sweep command (flkit.sweep)
     "flkit.papers.across.sweeps", "flkit.papers.cvar.sweeps", "flkit.papers.fedau.sweeps", "flkit.papers.hics.sweeps",
 ]
