@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["Updates", "FedAvg", "AverageAll", "KnownP", "FedAU", "MIFA", "UMIFA", "FedVarp", "Momentum", "Relay",
-           "InverseAvailability", "FedAUWeighted", "ServerSGD", "ZeroSARAH"]
+           "InverseAvailability", "FedAUWeighted", "ServerSGD", "ZeroSARAH", "Weighted", "StepSchedule"]
 
 _DENSE_LIMIT = 1 << 24  # elements of an (R, N, d) buffer up to which sums over clients are taken densely
 
@@ -597,3 +597,62 @@ def _count(obj) -> int:
         return sum(_count(getattr(obj, f)) for f in obj.__dataclass_fields__)
     return 0
 
+
+@dataclass(frozen=True)
+class Weighted:
+    r"""The notes' two aggregators with fixed weights q (document 001):
+    normalized :math:`G = \sum_{n\in S} q_n\Delta^n / \sum_{n\in S} q_n` (:math:`G = 0` when nothing
+    arrived; server step :math:`\eta = 1` gives :math:`w_{k+1} = \sum q_i w_i/\sum q_i`), unnormalized
+    :math:`G = \sum_{n\in S} q_n\Delta^n` (:math:`\eta = \gamma_s`). A client drawn c_n times counts c_n
+    times. Special cases in :mod:`flkit.aggregate`: FedAvg = normalized with q = 1, AverageAll =
+    unnormalized with q = 1/N, KnownP = unnormalized with :math:`q_n = 1/(N p_n)`.
+    In the CA-Fed code (arodio/CA-Fed at e673587, ``clients_sampler.py``) the "Unbiased" baseline is the
+    unnormalized rule with weights :math:`q_k/\pi_k` (``UnbiasedClientsSampler``, lines 197-229) and AdaFed
+    with full participation the same weights normalized to sum one (``AdaFedClientsSampler.sample`` and
+    ``_normalize_weights``, lines 559-610); there the server then takes an SGD step with momentum."""
+    q: tuple
+    normalize: bool = True
+
+    def __post_init__(self):
+        q = np.asarray(self.q, dtype=float)
+        if q.ndim != 1 or q.size == 0 or not np.all(np.isfinite(q)) or not np.all(q > 0):
+            raise ValueError(f"Weighted q must be a non-empty sequence of positive finite numbers, got {self.q!r}")
+        if not isinstance(self.normalize, bool):
+            raise ValueError(f"Weighted normalize must be True or False, got {self.normalize!r}")
+        object.__setattr__(self, "q", tuple(float(v) for v in q))
+
+    def init(self, R, N, d, dtype, device):
+        if len(self.q) != N:
+            raise ValueError(f"Weighted has {len(self.q)} weights q for {N} clients")
+        return None
+
+    def apply(self, state, upd: Updates):
+        q = torch.as_tensor(self.q, dtype=upd.delta.dtype, device=upd.delta.device)[upd.pairs[:, 1]]
+        a = (upd.counts.to(upd.delta.dtype) * q).unsqueeze(-1)
+        total = upd.sum_clients(a * upd.delta)
+        if not self.normalize:
+            return total, state
+        norm = upd.delta.new_zeros(upd.R).index_add_(0, upd.pairs[:, 0], a[:, 0]).unsqueeze(-1)
+        return torch.where(norm > 0, total / norm.clamp(min=1e-300), torch.zeros_like(total)), state
+
+
+@dataclass
+class _ScheduleState:
+    inner: object
+    t: int
+
+
+@dataclass(frozen=True)
+class StepSchedule:
+    r"""Server step :math:`\eta_t = \eta_0 t^{-a}` (t = 1, 2, ...) around any rule: the rule's direction
+    is multiplied by :math:`t^{-a}`, and `flkit.fl` applies :math:`\eta_0` (the Algorithm's lr)."""
+    inner: object
+    a: float
+
+    def init(self, R, N, d, dtype, device):
+        return _ScheduleState(self.inner.init(R, N, d, dtype, device), 0)
+
+    def apply(self, state, upd):
+        G, inner = self.inner.apply(state.inner, upd)
+        t = state.t + 1
+        return G * float(t) ** (-self.a), _ScheduleState(inner, t)
