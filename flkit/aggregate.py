@@ -24,6 +24,8 @@ rule                          :math:`G_t`
 :class:`MIFA`                 :math:`\frac1N\sum_n G^n`, :math:`G^n\leftarrow\Delta^n` for n in S_t
 :class:`UMIFA`                U-MIFA, ``form="literal"`` or ``"saga"`` (document 002)
 :class:`FedVarp`              the SAGA rule with :math:`p_n = |S_t|/N`
+:class:`ZeroSARAH`            :math:`v_t`: the round's gradient differences, the previous :math:`v` and a table
+                              (document 002's non-convex table; reads the probe)
 :class:`Momentum`             :math:`v_t = \beta v_{t-1} + G_t` around any rule (MIFAm, U-MIFAm)
 :class:`InverseAvailability`  :math:`\sum_{n\in S_t} a_n\Delta^n`, :math:`a_n = q_n/\pi_n` (CA-Fed, Unbiased,
                               F3AST; ``normalize=True``: divided by :math:`\sum_{S_t} a_n`, AdaFed)
@@ -42,7 +44,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["Updates", "FedAvg", "AverageAll", "KnownP", "FedAU", "MIFA", "UMIFA", "FedVarp", "Momentum", "Relay",
-           "InverseAvailability", "FedAUWeighted", "ServerSGD"]
+           "InverseAvailability", "FedAUWeighted", "ServerSGD", "ZeroSARAH", "Weighted", "StepSchedule"]
 
 _DENSE_LIMIT = 1 << 24  # elements of an (R, N, d) buffer up to which sums over clients are taken densely
 
@@ -298,6 +300,93 @@ class FedVarp:
 
 
 @dataclass
+class ZeroSARAHState:
+    prev: Tensor      # (R, d) x_{t-1}: the model of the run's last round in which updates arrived
+    v: Tensor         # (R, d) v_{t-1}
+    table: Tensor     # (R, N, d) y_i: client i's gradient in the last round it took part in
+    mean: Tensor      # (R, d) (1/N) sum_j y_j
+    started: Tensor   # (R,) bool: the run has had a round in which updates arrived
+
+
+@dataclass(frozen=True)
+class ZeroSARAH:
+    r"""ZeroSARAH (Li, Hanzely and Richtarik 2021, Algorithm 1; the "ZeroSarah" row of document 002's non-convex
+    table) in the federated reading: client i is the component :math:`f_i`, :math:`S_t` the b clients whose
+    update arrived. The server keeps :math:`v`, the previous model and a table :math:`y` (N x d per run, as
+    SAGA) and sends :math:`G_t = v_t`:
+
+    .. math:: v_t = \tfrac1b\sum_{i\in S_t}\big(\nabla f_i(x_t)-\nabla f_i(x_{t-1})\big) + (1-\lambda_t)\,v_{t-1}
+              + \lambda_t\Big[\tfrac1b\sum_{i\in S_t}\big(\nabla f_i(x_{t-1})-y_i\big)
+              + \tfrac1N\sum_{j=1}^N y_j\Big],
+
+    then :math:`y_i \leftarrow \nabla f_i(x_t)` for :math:`i\in S_t`. :math:`\nabla f_i(x_t)` is client i's
+    update :math:`\Delta^i` (one local gradient step, lr-normalised, as document 002's analysis has it);
+    :math:`\nabla f_i(x_{t-1})` is the same client's gradient at the previous model, read through the probe
+    (``wants_probe``): a client of :math:`S_t` computes two gradients. Start: :math:`x_{-1} = x_0`,
+    :math:`v_{-1} = 0`, :math:`y = 0` (no full gradient anywhere), :math:`\lambda_0` = ``lam0`` (1: :math:`v_0`
+    is the mean of the round's updates), :math:`\lambda_t` = ``lam`` for t >= 1, by default :math:`b/(2N)`.
+    A run that receives no update keeps its state and does not move (G = 0); its next round with updates is
+    its round t >= 1 (or round 0 if it had none yet). Each client counts once per round (draws without
+    replacement, the table's assumption ii)."""
+    lam: float | None = None
+    lam0: float = 1.0
+    wants_probe = True
+
+    def __post_init__(self):
+        for name in ("lam", "lam0"):
+            v = getattr(self, name)
+            if name == "lam" and v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise ValueError(f"ZeroSARAH {name} (the weight of the table term) must lie in (0, 1]"
+                                 f"{' or be None (b/(2N))' if name == 'lam' else ''}, got {v!r}")
+
+    def init(self, R, N, d, dtype, device):
+        z = torch.zeros(R, d, dtype=dtype, device=device)
+        return ZeroSARAHState(z.clone(), z.clone(), torch.zeros(R, N, d, dtype=dtype, device=device), z.clone(),
+                              torch.zeros(R, dtype=torch.bool, device=device))
+
+    def apply(self, state: ZeroSARAHState, upd: Updates, probe):
+        if bool((upd.counts != 1).any()):
+            raise ValueError("ZeroSARAH takes each client at most once per round (sampling without replacement)")
+        S = upd.mask                                                  # (R, N): S_t
+        b = S.sum(1)                                                  # (R,): |S_t|
+        g_now = upd.table()[S]                                        # grad f_i(x_t), i in S_t, by run then client
+        g_prev = g_now.clone()                                        # a run's first round: x_{-1} = x_0
+        again = state.started[S.nonzero()[:, 0]]
+        if bool(again.any()):                                         # grad f_i(x_{t-1}), through the probe
+            g_prev[again] = probe.gradients(S & state.started.unsqueeze(1), at=state.prev)[1]
+        y = state.table[S]                                            # y_i, i in S_t
+        lam = b.double() / (2 * upd.N) if self.lam is None else torch.full_like(b, 1, dtype=torch.float64) * self.lam
+        lt = torch.where(state.started, lam, self.lam0).to(g_now.dtype).unsqueeze(-1)
+        diff, corr, fresh = _sums_over_clients(b, g_now - g_prev, g_prev - y, g_now - y)
+        bb = b.clamp(min=1).to(g_now.dtype).unsqueeze(-1)
+        v = diff / bb + (1 - lt) * state.v + lt * (corr / bb + state.mean)
+        table = state.table.clone()
+        table[S] = g_now                                              # y_i <- grad f_i(x_t), i in S_t
+        got = (b > 0).unsqueeze(-1)                                   # a run without updates keeps its state
+        v = torch.where(got, v, state.v)
+        new = ZeroSARAHState(torch.where(got, probe.models(), state.prev), v, table,
+                             torch.where(got, state.mean + fresh / upd.N, state.mean), state.started | (b > 0))
+        return torch.where(got, v, torch.zeros_like(v)), new
+
+
+def _sums_over_clients(b: Tensor, *values: Tensor) -> list[Tensor]:
+    """Per run, the sum of each (P, d) `values` over the run's b[r] pairs (pairs in run order); 0 for a run with
+    none. The runs with the same b are summed as one (runs, b, d) block, so a run's sum has the summation order of
+    a dense batch of its b clients, whatever the other runs received."""
+    start = torch.cumsum(b, 0) - b
+    out = [v.new_zeros(len(b), v.shape[-1]) for v in values]
+    for k in b.unique().tolist():
+        if k:
+            rows = (b == k).nonzero().squeeze(1)
+            idx = start[rows].unsqueeze(1) + torch.arange(k, device=b.device)
+            for o, v in zip(out, values):
+                o[rows] = v[idx].sum(1)
+    return out
+
+
+@dataclass
 class MomentumState:
     inner: object
     v: Tensor | None = None
@@ -508,3 +597,62 @@ def _count(obj) -> int:
         return sum(_count(getattr(obj, f)) for f in obj.__dataclass_fields__)
     return 0
 
+
+@dataclass(frozen=True)
+class Weighted:
+    r"""The notes' two aggregators with fixed weights q (document 001):
+    normalized :math:`G = \sum_{n\in S} q_n\Delta^n / \sum_{n\in S} q_n` (:math:`G = 0` when nothing
+    arrived; server step :math:`\eta = 1` gives :math:`w_{k+1} = \sum q_i w_i/\sum q_i`), unnormalized
+    :math:`G = \sum_{n\in S} q_n\Delta^n` (:math:`\eta = \gamma_s`). A client drawn c_n times counts c_n
+    times. Special cases in :mod:`flkit.aggregate`: FedAvg = normalized with q = 1, AverageAll =
+    unnormalized with q = 1/N, KnownP = unnormalized with :math:`q_n = 1/(N p_n)`.
+    In the CA-Fed code (arodio/CA-Fed at e673587, ``clients_sampler.py``) the "Unbiased" baseline is the
+    unnormalized rule with weights :math:`q_k/\pi_k` (``UnbiasedClientsSampler``, lines 197-229) and AdaFed
+    with full participation the same weights normalized to sum one (``AdaFedClientsSampler.sample`` and
+    ``_normalize_weights``, lines 559-610); there the server then takes an SGD step with momentum."""
+    q: tuple
+    normalize: bool = True
+
+    def __post_init__(self):
+        q = np.asarray(self.q, dtype=float)
+        if q.ndim != 1 or q.size == 0 or not np.all(np.isfinite(q)) or not np.all(q > 0):
+            raise ValueError(f"Weighted q must be a non-empty sequence of positive finite numbers, got {self.q!r}")
+        if not isinstance(self.normalize, bool):
+            raise ValueError(f"Weighted normalize must be True or False, got {self.normalize!r}")
+        object.__setattr__(self, "q", tuple(float(v) for v in q))
+
+    def init(self, R, N, d, dtype, device):
+        if len(self.q) != N:
+            raise ValueError(f"Weighted has {len(self.q)} weights q for {N} clients")
+        return None
+
+    def apply(self, state, upd: Updates):
+        q = torch.as_tensor(self.q, dtype=upd.delta.dtype, device=upd.delta.device)[upd.pairs[:, 1]]
+        a = (upd.counts.to(upd.delta.dtype) * q).unsqueeze(-1)
+        total = upd.sum_clients(a * upd.delta)
+        if not self.normalize:
+            return total, state
+        norm = upd.delta.new_zeros(upd.R).index_add_(0, upd.pairs[:, 0], a[:, 0]).unsqueeze(-1)
+        return torch.where(norm > 0, total / norm.clamp(min=1e-300), torch.zeros_like(total)), state
+
+
+@dataclass
+class _ScheduleState:
+    inner: object
+    t: int
+
+
+@dataclass(frozen=True)
+class StepSchedule:
+    r"""Server step :math:`\eta_t = \eta_0 t^{-a}` (t = 1, 2, ...) around any rule: the rule's direction
+    is multiplied by :math:`t^{-a}`, and `flkit.fl` applies :math:`\eta_0` (the Algorithm's lr)."""
+    inner: object
+    a: float
+
+    def init(self, R, N, d, dtype, device):
+        return _ScheduleState(self.inner.init(R, N, d, dtype, device), 0)
+
+    def apply(self, state, upd):
+        G, inner = self.inner.apply(state.inner, upd)
+        t = state.t + 1
+        return G * float(t) ** (-self.a), _ScheduleState(inner, t)

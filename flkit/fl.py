@@ -314,8 +314,8 @@ def all_hit_or_diverged(hit: Tensor, diverged: Tensor, t: int) -> bool:
 
 class _Probe:
     """What a sampler, or a rule that declares ``wants_probe``, may read of one algorithm's rows at round t's
-    global models (before the server step): losses, gradients and would-be updates of given clients
-    (:class:`flkit.protocols.Probe`)."""
+    global models (before the server step): those models, and the losses, gradients and would-be updates of
+    given clients (:class:`flkit.protocols.Probe`)."""
 
     def __init__(self, task, w, rows: Tensor, t: int, runs: Runs):
         self.task, self.w, self.rows, self.t, self.runs = task, w, rows, t, runs
@@ -351,6 +351,10 @@ class _Probe:
             w = w.clone()
             w[self.rows] = at
         return pr, self.task.client_gradients(w, glob, self.runs)
+
+    def models(self) -> Tensor:
+        """(R, d): the global models of round t of the algorithm's rows (what the server holds)."""
+        return self.w[self.rows].clone()
 
     def updates(self, mask: Tensor):
         self.calls["updates"] += 1

@@ -18,7 +18,7 @@ document does not include). ``value`` is the rank (1 first); ``why`` says what t
 **Price.** ``gpu_minutes``: measured on a GPU only where the item's own runs (or runs of the same shapes)
 were timed there (``basis`` "measured"); otherwise "estimated from ..." (``basis`` "estimated", the text
 says from what). ``cpu_hours``: one CPU thread of this machine, "measured" where a short trial of the
-item's own runs was timed here (``scripts/cvar_sweep.py ... --estimate --threads 1``,
+item's own runs was timed here (``python -m flkit.sweep cvar ... --estimate --threads 1``,
 :func:`flkit.papers.hics.fmnist.paper_estimate`), else "extrapolated" (the text says from what).
 
 **Paying** (``--pay``): the most valuable unpaid item that the device can pay runs as a subprocess in
@@ -103,17 +103,22 @@ class Owed:
 
     def argv(self, device: str, max_minutes: float | None = None, threads: int | None = None) -> list[str]:
         """The command as an argument list for this Python, with ``--device`` (and ``--max-minutes``,
-        ``--threads`` where given) set: replaced where the command has them, added where not."""
+        ``--threads`` where given) set: replaced where the command has them, added where not. A script path is
+        made absolute; ``python -m module`` runs the module of this checkout (:func:`pay` starts it here)."""
         args = shlex.split(self.command)
         if args[0] == "python":
             args[0] = sys.executable
-        out = [args[0], str(_REPO / args[1])] if not Path(args[1]).is_absolute() else args[:2]
+        if args[1] == "-m":
+            out, rest = args[:3], args[3:]
+        else:
+            out = [args[0], str(_REPO / args[1])] if not Path(args[1]).is_absolute() else args[:2]
+            rest = args[2:]
         sets = {"--device": device}
         if max_minutes is not None and self.limit is not None:
             sets[self.limit[0]] = f"{max_minutes * self.limit[1]:.3f}"
         if threads is not None:
             sets["--threads"] = str(threads)
-        rest, i = args[2:], 0
+        i = 0
         while i < len(rest):
             name = rest[i].split("=", 1)[0]
             if name in sets:
@@ -188,12 +193,12 @@ def _cvar(experiment: str, profile: str, **overrides) -> Callable[[], tuple[int,
 
 
 # ---- CPU prices: one thread of this machine (2 cores, one of them busy with another sweep while measured)
-# scripts/cvar_sweep.py <experiment> --profile paper [--set ...] --device cpu --estimate --threads 1 (taskset -c 0):
-# the projection of a 3-round trial of the first batch over the exact local steps of every batch.
+# python -m flkit.sweep cvar <experiment> --profile paper [--set ...] --device cpu --estimate --threads 1
+# (taskset -c 0): the projection of a 3-round trial of the first batch over the exact local steps of every batch.
 _CVAR_MNIST_CPU_H = 7.57              # 20 runs, 38.5 ms per batched local step of 20 LeNets, 707,200 steps
 _CVAR_SCALING_CPU_H = 8.01            # measured the same way with --set input_scaling=authors (40.8 ms a step)
 _CVAR_SCALING_CPU_MIN = _CVAR_SCALING_CPU_H * 60 / 20   # one run of 4000 rounds
-_CVAR_SCALING_CPU_BASIS = ("cvar_sweep.py mnist --profile paper --set input_scaling=authors --device cpu --estimate "
+_CVAR_SCALING_CPU_BASIS = ("flkit.sweep cvar mnist --profile paper --set input_scaling=authors --device cpu --estimate "
                            "--threads 1: 8.01 h for 20 runs")
 # 65 runs of 6000 rounds (fmnist --profile paper): 1,932,000 run-steps (cvar.planned_steps) at the MNIST LeNet's
 # measured 38.5 ms per run-step (same LeNet shapes; a 3-round trial of the 65 stacked models did not end within
@@ -255,7 +260,7 @@ _FEDAU_CPU = ("extrapolated from the HiCS-FL CNN's measured 0.29 ms per training
               "per run")
 
 # FedAU's CNN spot-check (profile "cnn-spot": 10 runs of 1,000 rounds, the authors' Fashion-MNIST CNN, Bernoulli
-# participation), measured on one thread of this CPU pinned to core 0 (scripts/fedau_sweep.py --profile cnn-spot
+# participation), measured on one thread of this CPU pinned to core 0 (python -m flkit.sweep fedau --profile cnn-spot
 # --study table --device cpu --threads 1 --estimate): a 3-round trial of each of its two batches (8 memoryless runs;
 # the 2 MIFA runs) with the evaluations timed apart, the process's CPU time projected over the runs' exact client
 # updates (their participation masks) and their 21 evaluations each (the whole training and test set every 50
@@ -264,7 +269,7 @@ _FEDAU_CPU = ("extrapolated from the HiCS-FL CNN's measured 0.29 ms per training
 # a round over 208,960 client updates + 21 evaluations = 5.61 h; MIFA's 2 runs: 3.81 s a round, 58.4 s an
 # evaluation -> 1.40 h; 7.01 h in all (13.84 h of wall time on the shared core).
 _FEDAU_SPOT_CPU_H = 5.61 + 1.40
-_FEDAU_SPOT_BASIS = ("measured on one thread of this CPU (scripts/fedau_sweep.py --profile cnn-spot --study table "
+_FEDAU_SPOT_BASIS = ("measured on one thread of this CPU (python -m flkit.sweep fedau --profile cnn-spot --study table "
                      "--device cpu --estimate --threads 1, pinned to core 0): a 3-round trial of each batch, its "
                      "evaluations timed apart, in process CPU time; 19.0 s a round for the 10 runs (15.2 s for the 8 "
                      "memoryless runs, 3.8 s for the 2 MIFA runs) over the runs' exact client updates, and 299 s per "
@@ -278,7 +283,7 @@ ITEMS = [
     Owed("cvar-mnist-input-scaling", "003", "Figs. 3-4 with the authors' input scaling (training on raw 0-255 "
          "pixels, test on 0-1: setting input_scaling=authors), 4000 rounds, seeds 0-2, the RAM of the page's stored "
          "runs (random draw), paired with them", "book/cvar/mnist",
-         "python scripts/cvar_sweep.py mnist --profile paper --set ram=random-draw --set input_scaling=authors "
+         "python -m flkit.sweep cvar mnist --profile paper --set ram=random-draw --set input_scaling=authors "
          "--seeds 0 1 2 --device cuda --max-minutes 8.5",
          _cvar("mnist", "paper", ram="random-draw", input_scaling="authors", seeds=[0, 1, 2]), 1,
          "diagnoses Figs. 3-4: is the authors' input scaling what lifts the rare classes?",
@@ -288,7 +293,7 @@ ITEMS = [
          data=("mnist",)),
     Owed("cvar-mnist-horizon", "003", "Fig. 3 (r = 90 %) extended to 8000 rounds, seeds 0-2, the RAM of the page's "
          "stored runs (random draw): are the rare-class curves still rising at round 4000?", "book/cvar/mnist",
-         "python scripts/cvar_sweep.py mnist --profile paper --set ram=random-draw --set 'settings=[0.9]' "
+         "python -m flkit.sweep cvar mnist --profile paper --set ram=random-draw --set 'settings=[0.9]' "
          "--seeds 0 1 2 --rounds 8000 --device cuda --max-minutes 8.5",
          _cvar("mnist", "paper", ram="random-draw", settings=[0.9], seeds=[0, 1, 2], rounds=8000), 2,
          "diagnoses Fig. 3: are the rare-class curves still rising at round 4000?",
@@ -299,7 +304,7 @@ ITEMS = [
     Owed("cvar-mnist-fedavg-step", "003", "Fig. 3 (r = 90 %): FedAvg with its step multiplied by 2.63, the largest "
          "weight Fed-CVaR-Avg gives a step at alpha = gamma = 0.3, 4000 rounds, seeds 0-2, the RAM of the page's "
          "stored runs (random draw), paired with them", "book/cvar/mnist",
-         "python scripts/cvar_sweep.py mnist --profile paper --set ram=random-draw --set 'settings=[0.9]' "
+         "python -m flkit.sweep cvar mnist --profile paper --set ram=random-draw --set 'settings=[0.9]' "
          "--set 'cells=[[1.0, 1.0]]' --set lr_theta=" + repr(1e-3 * ((1 - 0.3) / 0.3 + 0.3))
          + " --seeds 0 1 2 --device cuda --max-minutes 8.5",
          _cvar("mnist", "paper", ram="random-draw", settings=[0.9], cells=[[1.0, 1.0]], seeds=[0, 1, 2],
@@ -312,7 +317,7 @@ ITEMS = [
     Owed("cvar-mnist-strong-risk", "003", "Figs. 3-4 at alpha = gamma = 0.1 (Table 1's best Fashion-MNIST cell), "
          "4000 rounds, seeds 0-2, the RAM of the page's stored runs (random draw), paired with its FedAvg runs",
          "book/cvar/mnist",
-         "python scripts/cvar_sweep.py mnist --profile paper --set ram=random-draw --set 'cells=[[0.1, 0.1]]' "
+         "python -m flkit.sweep cvar mnist --profile paper --set ram=random-draw --set 'cells=[[0.1, 0.1]]' "
          "--seeds 0 1 2 --device cuda --max-minutes 8.5",
          _cvar("mnist", "paper", ram="random-draw", cells=[[0.1, 0.1]], seeds=[0, 1, 2]), 4,
          "diagnoses Figs. 3-4: does a stronger risk setting lift the rare classes?",
@@ -321,7 +326,7 @@ ITEMS = [
          gpu_measured=True, cpu_measured=True, data=("mnist",)),
     Owed("hics-fmnist-s2", "004", "Table 1's FMNIST column, setting (2): random, pow-d, CS and HiCS-FL with the "
          "document's CNN, 200 rounds, 3 seeds (the 3 jobs of the four cheap methods)", "book/hics/fmnist",
-         "python scripts/hics_sweep.py paper --setting '(2)' --group main --device cuda --max-minutes 8",
+         "python -m flkit.sweep hics paper --setting '(2)' --group main --device cuda --max-minutes 8",
          _hics_fmnist("s2"), 5,
          "decides Table 1's FMNIST speed-ups (HiCS-FL 2.5x over random) and Fig. 2 with the document's CNN",
          _HICS_GPU_MIN * _S2_SHARE / 3,
@@ -335,19 +340,19 @@ ITEMS = [
          part_of="hics-fmnist-paper"),
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
          "book/cvar/fmnist_table",
-         "python scripts/cvar_sweep.py fmnist --profile paper --device cuda --max-minutes 8.5",
+         "python -m flkit.sweep cvar fmnist --profile paper --device cuda --max-minutes 8.5",
          _cvar("fmnist", "paper"), 6, "decides Table 1 (CVaR of the accuracy per alpha, gamma) at the document's scale",
          114 / 65, "measured: 3.6 ms per batched step of the 65 stacked LeNets on an H100 "
          "(results/benchmarks/cvar_step_h100.log) x the exact local steps",
          _CVAR_TABLE1_CPU_H * 60 / 65, "extrapolated from cvar-mnist-authors-ram's measured 38.5 ms per run-step "
          "of the LeNet on one thread of this CPU over Table 1's 1,932,000 run-steps (cvar.planned_steps); the "
-         "trial of the 65 stacked models (cvar_sweep.py fmnist --profile paper --device cpu --estimate --threads 1) "
+         "trial of the 65 stacked models (flkit.sweep cvar fmnist --profile paper --device cpu --estimate --threads 1) "
          "did not end within 8 minutes", gpu_measured=True, data=("fashion-mnist",)),
     Owed("hics-cifar10-paper", "004", "CIFAR-10 training comparison (FedProx mu = 0.1 with Adam, 50 clients, "
          "10 per round, 500 rounds): Figs. 3, 4(b), 15, 16 and Table 1's CIFAR-10 column (3 alpha settings x 5 "
          "methods x 3 seeds); in setting (2) random, pow-d, CS and DivFL run 1500 rounds to measure Table 1's "
          "898-1417 rounds to 0.6", "book/hics/index",
-         "python scripts/hics_sweep.py paper-cifar10 --device cuda --max-minutes 8", _hics_cifar("paper-cifar10"), 7,
+         "python -m flkit.sweep hics paper-cifar10 --device cuda --max-minutes 8", _hics_cifar("paper-cifar10"), 7,
          "decides Table 1's CIFAR-10 column (HiCS-FL 7.3x) on the document's data",
          188 / 21,
          "estimated: 720,000 client trainings of 2 epochs x 1,000 images = 1.44e9 samples, 120 min at ~200k "
@@ -360,7 +365,7 @@ ITEMS = [
          "here)",
          data=("cifar10",), needs="the CIFAR-10 files"),
     *[Owed(f"fedau-table-{d}", "000", f"Main table on {name} (the document's data set)", "book/fedau/table",
-           f"python scripts/fedau_sweep.py --profile paper --study table --set dataset={d} --device cuda "
+           f"python -m flkit.sweep fedau --profile paper --study table --set dataset={d} --device cuda "
            "--max-minutes 8", _fedau("table", dataset=d), rank,
            f"decides the FedAU main table's {name} column on the document's data",
            2 * _FEDAU_MIN, "estimated (3-channel CNNs, ~2x the Fashion-MNIST work) " + _FEDAU_GPU[len("estimated "):],
@@ -371,7 +376,7 @@ ITEMS = [
     Owed("hics-cifar100-paper", "004", "CIFAR-100 training comparison (FedProx mu = 0.1 with Adam, 100 clients, "
          "20 per round, 1000 rounds): Figs. 5, 17 and Table 1's CIFAR-100 column (the document's 2 alpha settings "
          "x 5 methods x 3 seeds); DivFL in setting (2) runs 1400 rounds to measure Table 1's 1345 rounds to 0.3",
-         "book/hics/index", "python scripts/hics_sweep.py paper-cifar100 --device cuda --max-minutes 8",
+         "book/hics/index", "python -m flkit.sweep hics paper-cifar100 --device cuda --max-minutes 8",
          _hics_cifar("paper-cifar100"), 9, "decides Table 1's CIFAR-100 column on the document's data", 172 / 12,
          "estimated: 1,344,000 client trainings of 2 epochs x 500 images = 1.34e9 samples, 112 min at ~200k "
          "samples/s (as hics-cifar10-paper); evaluation: 1.9e9 forward passes at a third of a training sample's "
@@ -382,7 +387,7 @@ ITEMS = [
     Owed("cvar-fig2-causes", "003", "Fig. 2's two quirks separated: zero init alone, double softmax alone, both, "
          "neither, the linear softmax model (with and without the quirks), 3 panels x 5 seeds x 2 methods",
          "book/cvar/synthetic_2d",
-         "python scripts/cvar_sweep.py synthetic_2d --profile paper --set "
+         "python -m flkit.sweep cvar synthetic_2d --profile paper --set "
          "'causes=[neither, zero-init, double-softmax, both, linear, linear-both]' --device cpu --max-minutes 8.5",
          _cvar("synthetic_2d", "paper", causes=["neither", "zero-init", "double-softmax", "both", "linear",
                                                 "linear-both"]), 13,
@@ -392,7 +397,7 @@ ITEMS = [
               "(25000 rounds) 10.7 min, about 1 min per run", cpu_measured=True, cpu=True),
     Owed("fedau-table-paper", "000", "Main table: seven methods x three patterns x 5 seeds, the authors' CNN, "
          "10,000 rounds (Fashion-MNIST stand-in)", "book/fedau/table",
-         "python scripts/fedau_sweep.py --profile paper --study table --device cuda --max-minutes 8",
+         "python -m flkit.sweep fedau --profile paper --study table --device cuda --max-minutes 8",
          _fedau("table"), 14, "the method ranking on a stand-in data set (the document has no Fashion-MNIST "
          "column): compared by rank only", _FEDAU_MIN, _FEDAU_GPU, _FEDAU_CPU_MIN, _FEDAU_CPU,
          data=("fashion-mnist",)),
@@ -400,7 +405,7 @@ ITEMS = [
          "hics-fmnist-s2: owed while that is): settings "
          "(1) and (3) (Figs. 2, 4(a), 13, 14), DivFL (setting (2) for 600 rounds, Table 1's 478), random and "
          "HiCS-FL at ten times the learning rate (one seed)", "book/hics/fmnist",
-         "python scripts/hics_sweep.py paper --device cuda --max-minutes 8", _hics_fmnist("rest"), 15,
+         "python -m flkit.sweep hics paper --device cuda --max-minutes 8", _hics_fmnist("rest"), 15,
          "the figures' other settings and DivFL's 478 rounds: secondary to setting (2)",
          _HICS_GPU_MIN * (1 - _S2_SHARE) / 16,
          "estimated from " + _HICS_FMNIST_BASIS + " (less hics-fmnist-s2's share)",
@@ -411,7 +416,7 @@ ITEMS = [
          "rounds", cpu_measured=True, data=("fashion-mnist",)),
     Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
          "client in every round) with the document's CNN; the theory page runs logistic regression",
-         "book/hics/theory", "python scripts/hics_fig6.py --model hics_fmnist_paper --device cuda --max-minutes 8",
+         "book/hics/theory", "python -m flkit.sweep hics-fig6 --model hics_fmnist_paper --device cuda --max-minutes 8",
          _hics_fig6, 16, "Fig. 6(a)'s scatter with the document's CNN: a check of Assumption 1, no number to match",
          6.0, "estimated: the 250 clients of a round train together (the engine's grouped path with per-client "
               "BatchNorm): 4,000 sequential steps (500 rounds x 8; 1,000,000 one client at a time) over 6e7 "
@@ -427,13 +432,13 @@ ITEMS = [
     Owed("cvar-mnist-authors-ram", "003", "Sensitivity check of Figs. 3-4: 4000 rounds, 5 seeds, with the authors' 30-user "
          "RAM vector of their 2-D notebook (the document gives no MNIST vector; the authors' MNIST script draws one at "
          "random, as the page's stored runs do)", "book/cvar/mnist",
-         "python scripts/cvar_sweep.py mnist --profile paper --set ram=authors --device cuda --max-minutes 8.5",
+         "python -m flkit.sweep cvar mnist --profile paper --set ram=authors --device cuda --max-minutes 8.5",
          _cvar("mnist", "paper", ram="authors"), 17,
          "a labelled sensitivity check: does the RAM vector move the rare classes? (no basis in the document)",
          223 / 60 / 20, "measured: the stored random-draw runs, one batch of the same 20 runs' shapes took 223 s "
          "on a GPU (results/cvar/mnist manifests)",
          _CVAR_MNIST_CPU_H * 60 / 20, "measured: a 3-round trial projected over the exact local steps "
-         "(cvar_sweep.py mnist --profile paper --device cpu --estimate --threads 1): 7.57 h for the 20 runs",
+         "(flkit.sweep cvar mnist --profile paper --device cpu --estimate --threads 1): 7.57 h for the 20 runs",
          gpu_measured=True, cpu_measured=True, data=("mnist",), sensitivity=True),
     Owed("fedau-engine-bench", "000", "Engine throughput on the FedAU Fashion-MNIST CNN against the one-model "
          "proxy (target >= 0.8x), fp32 and bf16", "book/appendix/engine",
@@ -446,7 +451,7 @@ ITEMS = [
     Owed("fedau-cnn-spot", "000", "CNN spot-check of the main table: the authors' Fashion-MNIST CNN, 1,000 of "
          "10,000 rounds, Bernoulli participation, FedAU (K = inf and K = 50), MIFA, average participating and known p, "
          "2 seeds, the authors' step sizes (tuned for their CIFAR-10 CNN, not retuned)", "book/fedau/table",
-         "python scripts/fedau_sweep.py --profile cnn-spot --study table --device cpu --threads 1 --max-minutes 30",
+         "python -m flkit.sweep fedau --profile cnn-spot --study table --device cpu --threads 1 --max-minutes 30",
          _fedau("table", profile="cnn-spot"), 19,
          "a labelled sensitivity check: does the model (the authors' CNN in place of logistic regression) change "
          "the stand-in's paired differences? (reduced: 1,000 of 10,000 rounds, 2 seeds, Bernoulli only)",
@@ -455,14 +460,14 @@ ITEMS = [
          sensitivity=True),
     Owed("fedau-cutoff-paper", "000", "Cutoff K x minimum probability figure, the authors' CNN, 10,000 rounds "
          "(Fashion-MNIST stand-in)", "book/fedau/cutoff",
-         "python scripts/fedau_sweep.py --profile paper --study cutoff --device cuda --max-minutes 8",
+         "python -m flkit.sweep fedau --profile paper --study cutoff --device cuda --max-minutes 8",
          _fedau("cutoff"), 20, "nothing in the document to compare against (its cutoff x p_min image is not in "
          "the document)", _FEDAU_MIN, _FEDAU_GPU, _FEDAU_CPU_MIN, _FEDAU_CPU, data=("fashion-mnist",)),
     # the book's own comparison (Across the documents): no document's item depends on it
     Owed("across-rare-users", "book", "Under document 003's RAM on its MNIST split (Figs. 3 and 4): FedAvg, "
          "Fed-CVaR-Avg (alpha = gamma = 0.3), FedAU (K = 50 and no cutoff), known-rho weighting and MIFA, 4000 "
          "rounds, 5 seeds (60 runs)", "book/across/rare_users",
-         "python scripts/across_rare_users.py --profile paper --device cuda --max-minutes 8.5",
+         "python -m flkit.sweep rare-users --profile paper --device cuda --max-minutes 8.5",
          _rare_users, 21,
          "decides the book's own comparison of the rules for unknown participation statistics under document 003's "
          "RAM (which rule lifts the rare classes); no document's item depends on it",
@@ -470,7 +475,7 @@ ITEMS = [
          "a batch of 20 runs of 4000 rounds on a GPU); the server rules add little (MIFA's table: 30 x 118k floats a run)",
          _CVAR_SCALING_CPU_MIN,
          "measured: the chapter's runs of the same local training, " + _CVAR_SCALING_CPU_BASIS + "; a 6-round "
-         "trial of this item's own 18 runs of the reduced profile (scripts/across_rare_users.py) took 178 s on one "
+         "trial of this item's own 18 runs of the reduced profile (flkit.sweep rare-users) took 178 s on one "
          "thread here, 1.65 s a run-round, with both cores shared by 6 other processes (load 7)",
          cpu_measured=True, data=("mnist",)),
 ]

@@ -56,7 +56,11 @@ class Probe(Protocol):
     elsewhere (``task.client_losses``); ``gradients(mask) -> (pairs (P, 2), (P, d))``: the asked clients'
     gradients of their local objective over all their data at the current global model, or at the models
     ``at`` (R, d) when given (``task.client_gradients``); ``updates(mask) -> (pairs, delta (P, d))``: the
-    updates the asked clients would send. Pairs are (run within the algorithm, client)."""
+    updates the asked clients would send; ``models() -> (R, d)``: round t's global models themselves (what the
+    server holds; a rule that evaluates clients at an earlier model keeps it from here). Pairs are (run within
+    the algorithm, client)."""
+
+    def models(self) -> Tensor: ...
 
     def losses(self, mask: Tensor) -> Tensor: ...
 

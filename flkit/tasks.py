@@ -457,6 +457,12 @@ class QuadraticTask:
             g = g + self.lam * _dpsi(w).unsqueeze(-2)
         return g
 
+    def client_gradients(self, w: Tensor, pairs: Tensor, runs=None) -> Tensor:
+        """(P, d): grad f_i at run r's model for each pair (r, i) (the probe's gradients; ``runs`` not needed)."""
+        r, i = pairs[:, 0], pairs[:, 1]
+        g = self.problem.A[i] * (w[r] - self.problem.b[i])
+        return g + self.lam * _dpsi(w[r]) if self.lam else g
+
     def f(self, w: Tensor) -> Tensor:
         v = self.problem.f(w)
         return v + self.lam * _psi(w) if self.lam else v

@@ -197,8 +197,8 @@ def test_bad_input_is_refused_before_any_work(call, match):
         call()
 
 
-def test_script_refuses_bad_input_in_one_line():
-    out = subprocess.run([sys.executable, str(REPO / "scripts/across_rare_users.py"), "--rules", "fedprox"],
+def test_sweep_refuses_bad_input_in_one_line():
+    out = subprocess.run([sys.executable, "-m", "flkit.sweep", "rare-users", "--rules", "fedprox"],
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 2 and "rules must be" in out.stderr and out.stdout == ""
 

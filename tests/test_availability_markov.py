@@ -175,7 +175,7 @@ def test_unnormalized_aggregator_is_q_alpha_over_pi():
 
 
 def test_step_schedule_multiplies_by_t_power():
-    rule = M.StepSchedule(aggregate.AverageAll(), a=0.75)
+    rule = aggregate.StepSchedule(aggregate.AverageAll(), a=0.75)
     state = rule.init(1, 2, 1, torch.float64, "cpu")
     for t in range(1, 6):
         G, state = rule.apply(state, _updates([[2.0]], [[0, 0]], 1, 2, [1.0, 1.0]))

@@ -131,9 +131,9 @@ def _updates(R=2, N=4, d=3, seed=0):
 def test_weighted_rule_special_cases_match_flkit_rules():
     upd = _updates()
     p = upd.p[0].numpy()
-    pairs = [(W.Weighted(tuple(1 / (4 * p)), False), aggregate.KnownP()),
-             (W.Weighted((1.0,) * 4, True), aggregate.FedAvg()),
-             (W.Weighted((0.25,) * 4, False), aggregate.AverageAll())]
+    pairs = [(aggregate.Weighted(tuple(1 / (4 * p)), False), aggregate.KnownP()),
+             (aggregate.Weighted((1.0,) * 4, True), aggregate.FedAvg()),
+             (aggregate.Weighted((0.25,) * 4, False), aggregate.AverageAll())]
     for ours, theirs in pairs:
         a, _ = ours.apply(ours.init(2, 4, 3, DT, "cpu"), upd)
         b, _ = theirs.apply(theirs.init(2, 4, 3, DT, "cpu"), upd)
@@ -143,18 +143,18 @@ def test_weighted_rule_special_cases_match_flkit_rules():
 def test_weighted_rule_by_hand_and_errors():
     delta = torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=DT)
     upd = aggregate.Updates(torch.tensor([[0, 0], [0, 2]]), delta, torch.ones(2, dtype=DT), 1, 3)
-    G, _ = W.Weighted((1.0, 5.0, 3.0), True).apply(None, upd)
+    G, _ = aggregate.Weighted((1.0, 5.0, 3.0), True).apply(None, upd)
     assert torch.allclose(G, torch.tensor([[0.25, 1.5]], dtype=DT))              # (1*d1 + 3*d2) / 4
-    G, _ = W.Weighted((1.0, 5.0, 3.0), False).apply(None, upd)
+    G, _ = aggregate.Weighted((1.0, 5.0, 3.0), False).apply(None, upd)
     assert torch.allclose(G, torch.tensor([[1.0, 6.0]], dtype=DT))
     empty = aggregate.Updates(torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2, dtype=DT),
                               torch.zeros(0, dtype=DT), 1, 3)
-    G, _ = W.Weighted((1.0, 5.0, 3.0), True).apply(None, empty)
+    G, _ = aggregate.Weighted((1.0, 5.0, 3.0), True).apply(None, empty)
     assert torch.equal(G, torch.zeros(1, 2, dtype=DT))                             # nobody available: stay
     with pytest.raises(ValueError, match="positive"):
-        W.Weighted((1.0, -1.0))
+        aggregate.Weighted((1.0, -1.0))
     with pytest.raises(ValueError, match="3 weights q for 4 clients"):
-        W.Weighted((1.0, 2.0, 3.0)).init(1, 4, 2, DT, "cpu")
+        aggregate.Weighted((1.0, 2.0, 3.0)).init(1, 4, 2, DT, "cpu")
     with pytest.raises(ValueError, match="local_steps=3"):
         W.WeightedQuadratic(quadratic_clients(3, 2, 0), local_steps=3)
     with pytest.raises(ValueError, match="unknown profile"):
@@ -200,8 +200,8 @@ def test_fl_run_matches_hand_recursion():
     task = W.WeightedQuadratic(prob)
     pi, q, eta, T = np.array([0.3, 0.6, 0.9, 1.0]), np.array([0.5, 1.0, 2.0, 0.25]), 0.1, 30
     from flkit import participation
-    algs = {"u": fl.Algorithm(W.Weighted(tuple(q), False), lr=eta),
-            "n": fl.Algorithm(W.Weighted(tuple(q), True), lr=eta)}
+    algs = {"u": fl.Algorithm(aggregate.Weighted(tuple(q), False), lr=eta),
+            "n": fl.Algorithm(aggregate.Weighted(tuple(q), True), lr=eta)}
     res = fl.run(task, algs, seeds=[3], rounds=T, availability=lambda s: participation.bernoulli(pi, T, s),
                  every=T, diverge_factor=None)
     mask = participation.bernoulli(pi, T, 3)
@@ -214,8 +214,7 @@ def test_fl_run_matches_hand_recursion():
         assert np.allclose(res.final_w[r].numpy(), w, atol=1e-13, rtol=0)
 
 
-# ------------------------------------------------------------------------------------- "variable # of clients =>
-# gamma_s small"
+# ----------------------------------------------------------------------------- "variable # of clients => gamma_s small"
 def _page_problem():
     P = W.profile("smoke")["problem"]
     return quadratic_clients(P["n"], P["dim"], P["seed"], heterogeneity=P["heterogeneity"], mu=P["mu"], L=P["L"]), P

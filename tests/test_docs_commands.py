@@ -6,7 +6,8 @@ every line of their ``bash`` blocks, and the appendix's inline ``.venv/bin/pytho
 * ``papermill``: an existing source notebook, its parameters accepted by ``flkit.run``'s checks, ``--cwd`` its
   folder (the notebooks read paths relative to it), and its output under the git-ignored results/tmp/, never
   in book/ or the repository root; the flags must parse with papermill's own command line.
-* ``flkit.owed`` and ``scripts/*.py``: their own argument parsers accept the arguments (``--pay`` is stubbed).
+* ``flkit.owed``, ``flkit.sweep`` and ``scripts/*.py``: their own argument parsers accept the arguments (``--pay`` is
+  stubbed; a sweep's settings are checked, nothing runs).
 * ``bash scripts/...``, ``mkdir -p``, ``make``: the script or the make target exists.
 A command of any other kind fails the test, so that a new kind of command gets a check.
 """
@@ -110,6 +111,9 @@ def test_command_works_as_written(command, capsys, monkeypatch):
         _flkit_run(rest[2:], capsys)
     elif head == ".venv/bin/python" and rest[:2] == ["-m", "flkit.owed"]:
         _owed(rest[2:], monkeypatch)
+    elif head == ".venv/bin/python" and rest[:2] == ["-m", "flkit.sweep"]:
+        from flkit import sweep
+        sweep.parse(rest[2:])                          # SystemExit on a bad argument or setting
     elif head == ".venv/bin/python" and rest[0].startswith("scripts/"):
         _script(rest[0], rest[1:])
     elif head == ".venv/bin/papermill":

@@ -142,8 +142,8 @@ def test_differences_reports_every_method_against_fedau_with_the_documents_colum
     out = T.differences(pd.DataFrame(rows), s).set_index("method")
     assert set(out.index) == {"MIFA", "Average all"}
     assert out.loc["MIFA", "ours"] == pytest.approx(2.0) and out.loc["MIFA", "direction"] == "ahead"
-    assert out.loc["Average all", "ours"] == pytest.approx(-0.1) and out.loc["Average all",
-                                                                             "direction"] == "inside noise"
+    assert out.loc["Average all", "ours"] == pytest.approx(-0.1)
+    assert out.loc["Average all", "direction"] == "inside noise"
     assert out.loc["MIFA", "document, CIFAR-10"] == pytest.approx(77.5 - 77.1)
     assert out.loc["MIFA", "document, CIFAR-100"] == pytest.approx(48.4 - 52.3)
     assert out.loc["MIFA", "document_ahead"] == "1 of 4"
@@ -237,8 +237,8 @@ def test_an_edge_selection_widens_its_range_only():
 def test_the_tuned_table_differs_from_the_authors_only_in_step_sizes():
     from flkit.results import config_key
     s = T.profile("reduced")
-    tuned = {m: (T.step(T.lattice_index(g) + 2), T.step(T.lattice_index(e) - 1)) for m,
-             (_, _, g, e) in T.METHODS.items()}
+    tuned = {m: (T.step(T.lattice_index(g) + 2), T.step(T.lattice_index(e) - 1))
+             for m, (_, _, g, e) in T.METHODS.items()}
     a, b = T.configs(s), T.configs(s, steps=tuned)
     assert len(a) == len(b) == 105
     for x, y in zip(a, b):
@@ -318,15 +318,10 @@ def test_cnn_spot_bad_settings_fail_before_any_work(bad, msg, monkeypatch):
     monkeypatch.setattr(T, "run_batch", lambda *a, **k: pytest.fail("work started"))
     with pytest.raises(ValueError, match=msg):
         T.profile("cnn-spot", **bad)
-    import importlib.util
-    from pathlib import Path
-    spec = importlib.util.spec_from_file_location("fedau_sweep",
-                                                  Path(__file__).resolve().parents[1] / "scripts/fedau_sweep.py")
-    sweep_script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep_script)
+    from flkit import sweep
     (k, v), = bad.items()
     with pytest.raises(SystemExit) as e:
-        sweep_script.main(["--profile", "cnn-spot", "--device", "cpu", "--set", f"{k}={v!r}".replace("'", "")])
+        sweep.main(["fedau", "--profile", "cnn-spot", "--device", "cpu", "--set", f"{k}={v!r}".replace("'", "")])
     assert e.value.code == 2
 
 
@@ -382,19 +377,15 @@ def test_cnn_spot_differences_are_fedau_minus_each_method(spot_runs):
     assert set(missing) == set(text) and "still to run at this scale (3 of 10 stored)" in missing["status"]
 
 
-def test_sweep_script_estimate_stores_nothing(tmp_path, monkeypatch, capsys):
-    """--estimate times a trial of each pending batch (the 8 memoryless runs, the 2 MIFA runs apart) and projects
-    over the runs' exact client updates and evaluations; nothing is stored."""
-    import importlib.util
-    from pathlib import Path
+def test_sweep_estimate_stores_nothing(tmp_path, monkeypatch, capsys):
+    """python -m flkit.sweep fedau --estimate times a trial of each pending batch (the 8 memoryless runs, the 2 MIFA
+    runs apart) and projects over the runs' exact client updates and evaluations; nothing is stored."""
+    from flkit import sweep
+    from flkit.papers.fedau import sweeps as mod
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
-    spec = importlib.util.spec_from_file_location("fedau_sweep",
-                                                  Path(__file__).resolve().parents[1] / "scripts/fedau_sweep.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     sets = [a for k, v in TINY_SPOT.items() for a in ("--set", f"{k}={v}")]
-    assert mod.main(["--profile", "cnn-spot", "--study", "all", "--device", "cpu", "--threads", "1", "--estimate",
-                     "--estimate-rounds", "2", *sets]) == 0
+    assert sweep.main(["fedau", "--profile", "cnn-spot", "--study", "all", "--device", "cpu", "--threads", "1",
+                       "--estimate", "--estimate-rounds", "2", *sets]) == 0
     out = capsys.readouterr().out
     assert "batch of 8 runs" in out and "batch of 2 runs (MIFA)" in out and "10 runs pending in 2 batch(es)" in out
     assert not list(tmp_path.rglob("*.csv"))

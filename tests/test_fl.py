@@ -570,6 +570,11 @@ def test_the_probe_checks_the_models_it_is_asked_at():
     probe = fl._Probe(_Centers(), torch.zeros(2, 1, dtype=DT), torch.arange(2), 0, runs)
     with pytest.raises(ValueError, match=r"at must have shape \(2, 1\)"):
         probe.gradients(torch.ones(2, 2, dtype=torch.bool), torch.zeros(1, 1))
+    w = torch.tensor([[1.0], [2.0], [3.0]], dtype=DT)          # the models of the algorithm's rows 0 and 2, a copy
+    probe = fl._Probe(_Centers(), w, torch.tensor([0, 2]), 0, runs)
+    got = probe.models()
+    got += 10
+    assert got.tolist() == [[11.0], [13.0]] and w.tolist() == [[1.0], [2.0], [3.0]]
 
 
 def _names(f):
@@ -578,8 +583,8 @@ def _names(f):
 
 def test_the_package_rules_samplers_and_tasks_fit_the_protocols():
     """Every rule of flkit.aggregate and sampler of flkit.sample has the protocol's methods with its parameters
-    (names and order, so a keyword call works too); the tasks of flkit.tasks and the test tasks are Tasks; a
-    sampler is no Aggregator and a rule no Sampler."""
+    (names and order, so a keyword call works too; a rule with wants_probe, ZeroSARAH, also ``probe``); the tasks
+    of flkit.tasks and the test tasks are Tasks; a sampler is no Aggregator and a rule no Sampler."""
     from flkit.protocols import Aggregator, Probe, Sampler, Task
     from flkit.tasks import QuadraticTask
     rules = [getattr(agg, n) for n in agg.__all__ if hasattr(getattr(agg, n), "apply")]
@@ -588,8 +593,9 @@ def test_the_package_rules_samplers_and_tasks_fit_the_protocols():
     for cls, proto in [(c, Aggregator) for c in rules] + [(c, Sampler) for c in samplers]:
         assert issubclass(cls, proto), cls
         for m in ("init", "apply", "select"):
-            if hasattr(proto, m):
-                assert _names(getattr(cls, m)) == _names(getattr(proto, m)), (cls, m)
+            if hasattr(proto, m):          # a rule with wants_probe takes the probe as its last parameter
+                probe = ["probe"] if m == "apply" and getattr(cls, "wants_probe", False) else []
+                assert _names(getattr(cls, m)) == _names(getattr(proto, m)) + probe, (cls, m)
     for cls in samplers:
         assert _names(cls.observe) == ["state", "t", "pairs", "delta"], cls
         assert not issubclass(cls, Aggregator)

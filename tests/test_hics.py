@@ -1,7 +1,8 @@
-"""Tests of HiCS-FL's sampler (flkit.sample.HiCS) and its helpers: the entropy estimate (exact), the
-annealed group probabilities (closed form), the distance of Eq. 9, Ward clustering against scipy, the
-selection law (Monte Carlo within 4 standard errors, exact successive-sampling inclusion), warm-up,
-the sampler's parity with its helpers, the code variant, and runs through flkit.fl.run."""
+"""Tests of HiCS-FL's samplers (flkit.sample.HiCS, the document's reading; flkit.sample.HiCSAuthors, the authors'
+code) and their helpers: the entropy estimate (exact), the annealed group probabilities (closed form), the
+distance of Eq. 9, Ward clustering against scipy, the selection law (Monte Carlo within 4 standard errors, exact
+successive-sampling inclusion), warm-up, the sampler's parity with its helpers, the code reading, the two classes
+against the selections of the one class they were split from, and runs through flkit.fl.run."""
 from __future__ import annotations
 
 import copy
@@ -223,7 +224,7 @@ def test_warmup_covers_every_client_once_in_ceil_N_over_K_rounds(N, K):
 def test_warmup_is_random_for_the_paper_and_index_ordered_for_the_code():
     N, K = 12, 5
     paper = S.HiCS(k=K, rounds=50, bias=slice(0, 3))
-    code = S.HiCS(k=K, rounds=50, bias=slice(0, 3), weight=slice(3, 9), variant="code")
+    code = S.HiCSAuthors(k=K, rounds=50, bias=slice(0, 3), weight=slice(3, 9))
     assert code.warmup_rounds(N) == 2 and paper.warmup_rounds(N) == 3
     st = _state(code, 1, N)
     for t, want in enumerate(([0, 1, 2, 3, 4], [5, 6, 7, 8, 9])):
@@ -333,7 +334,7 @@ def test_sampler_takes_all_when_few_available_and_never_an_unavailable_client():
 def test_code_variant_weight_means_variance_switch_and_freeze():
     R, N, K, C, L = 1, 12, 3, 4, 3
     w, b = slice(0, C * L), slice(C * L, C * L + C)
-    code = S.HiCS(k=K, rounds=40, bias=b, weight=w, variant="code")
+    code = S.HiCSAuthors(k=K, rounds=40, bias=b, weight=w)
     assert (code.temperature, code.lam, code.freeze_after_warmup, code.clusters) == (0.001, 10.0, True, K)
     st = _state(code, R, N)
     u, d = _clustered_updates(R, N, C, L, seed=2)
@@ -394,10 +395,16 @@ def test_reproducible_and_independent_of_other_runs():
 def test_hics_argument_errors():
     with pytest.raises(ValueError, match="variant must be 'paper' .* or 'code'"):
         S.HiCS(k=2, rounds=5, bias=slice(0, 3), variant="neurips")
+    with pytest.raises(ValueError, match="variant='code' is HiCSAuthors, not HiCS"):
+        S.HiCS(k=2, rounds=5, bias=slice(0, 3), weight=slice(3, 9), variant="code")
+    with pytest.raises(ValueError, match="variant='paper' is HiCS, not HiCSAuthors"):
+        S.HiCSAuthors(k=2, rounds=5, bias=slice(0, 3), weight=slice(3, 9), variant="paper")
     with pytest.raises(ValueError, match="variant='code' reads the output layer's weight"):
-        S.HiCS(k=2, rounds=5, bias=slice(0, 3), variant="code")
+        S.HiCSAuthors(k=2, rounds=5, bias=slice(0, 3))
     with pytest.raises(ValueError, match="weight covers 7 columns, not a multiple of C = 3"):
-        S.HiCS(k=2, rounds=5, bias=slice(0, 3), weight=slice(3, 10), variant="code")
+        S.HiCSAuthors(k=2, rounds=5, bias=slice(0, 3), weight=slice(3, 10))
+    with pytest.raises(ValueError, match="variant must be 'paper' .* or 'code'"):
+        S.HiCS.for_task(_logistic_task(), k=2, rounds=5, variant="neurips")
     with pytest.raises(ValueError, match="bias must be a slice\\(start, stop\\)"):
         S.HiCS(k=2, rounds=5, bias=[0, 1, 2])
     with pytest.raises(ValueError, match="bias must cover the C >= 2 output biases"):
@@ -440,6 +447,72 @@ def test_output_layer_slices_of_an_engine_task():
     assert (w, b) == (slice(0, 18), slice(18, 21)) and task.dim == 21
     h = S.HiCS.for_task(task, k=3, rounds=10, variant="code")
     assert h.weight == w and h.bias == b
+
+
+def test_for_task_picks_the_reading_by_its_variant_and_the_repr_is_the_checkpoint_key():
+    """The stored runs' configurations name the reading by ``variant``: HiCS.for_task builds HiCS for "paper" (and
+    by default) and HiCSAuthors for "code", whichever class it is called on. ``fl.run`` keys checkpoints by the
+    sampler's repr: both classes keep the repr of the one class they were split from (pinned before the split)."""
+    task = _logistic_task()
+    for cls in (S.HiCS, S.HiCSAuthors):
+        assert type(cls.for_task(task, 3, 10, variant="paper")) is S.HiCS
+        assert type(cls.for_task(task, 3, 10, variant="code")) is S.HiCSAuthors
+    assert type(S.HiCS.for_task(task, 3, 10)) is S.HiCS and type(S.HiCSAuthors.for_task(task, 3, 10)) is S.HiCSAuthors
+    assert repr(S.HiCS(k=5, rounds=200, bias=slice(10, 20), weight=slice(0, 10))) == (
+        "HiCS(k=5, rounds=200, bias=slice(10, 20, None), weight=slice(0, 10, None), clusters=5, temperature=0.0025, "
+        "lam=0.1, gamma0=4.0, variant='paper', var_switch=0.1, freeze_after_warmup=False, draw=None)")
+    assert repr(S.HiCSAuthors(k=5, rounds=200, bias=slice(10, 20), weight=slice(0, 10))) == (
+        "HiCS(k=5, rounds=200, bias=slice(10, 20, None), weight=slice(0, 10, None), clusters=5, temperature=0.001, "
+        "lam=10.0, gamma0=4.0, variant='code', var_switch=0.1, freeze_after_warmup=True, draw=None)")
+    assert repr(S.HiCS(k=3, rounds=50, bias=slice(0, 3), clusters=4, draw="distinct", lam=0.5)) == (
+        "HiCS(k=3, rounds=50, bias=slice(0, 3, None), weight=None, clusters=4, temperature=0.0025, lam=0.5, "
+        "gamma0=4.0, variant='paper', var_switch=0.1, freeze_after_warmup=False, draw='distinct')")
+    assert S.HiCS.for_task(task, 3, 10) != S.HiCSAuthors.for_task(task, 3, 10, temperature=0.0025, lam=0.1,
+                                                                  freeze_after_warmup=False)
+
+
+class _PaperWarmupInIndexOrder(S.HiCS):
+    """Wrong on purpose: the document's reading with the code's warm-up (clients in index order)."""
+
+    def warmup_order(self, g, pool, take):
+        return pool[:take]
+
+
+class _AuthorsAnnealedByTheDocumentsRound(S.HiCSAuthors):
+    """Wrong on purpose: the code's reading with the document's round in the annealing (t + 1)."""
+
+    def annealing_round(self, t):
+        return t + 1
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_both_readings_give_the_selections_of_the_class_they_were_split_from(wrong):
+    """tests/golden/hics_selections.csv holds what the one HiCS class (variant "paper" / "code") selected, pinned
+    before the split: every configuration, built here with the two classes' own constructors, gives the same draw
+    counts, modes, labels, entropies and group probabilities bit for bit. A deliberately wrong subclass of each
+    (the paper reading with the code's warm-up order, the code reading annealed by the document's round) fails the
+    same comparison in every configuration of its reading where the error can show (for the annealing: a clustered
+    round whose group probabilities are not uniform)."""
+    import golden
+    import pandas as pd
+    want = golden.read("hics_selections")
+    task = golden.hics_task()
+    weight, bias = S.output_layer(task)
+    classes = ({"paper": _PaperWarmupInIndexOrder, "code": _AuthorsAnnealedByTheDocumentsRound} if wrong
+               else {"paper": S.HiCS, "code": S.HiCSAuthors})
+    checked = 0
+    for name, kw in golden.HICS_CONFIGS.items():
+        kw = dict(kw)
+        cls = classes[kw.pop("variant")]
+        sampler = cls(k=golden.HICS_K, rounds=golden.HICS_ROUNDS, bias=bias, weight=weight, **kw)
+        got = golden.normalise(pd.DataFrame(golden.hics_selection_rows(name, sampler)))
+        w = want[want["config"] == name].reset_index(drop=True)
+        same = golden.compare("hics_selections", got, w) == []
+        probs = w[w["metric"] == "prob"].groupby(["run", "round"])["value"]
+        anneals = cls is not _AuthorsAnnealedByTheDocumentsRound or bool((probs.max() > probs.min()).any())
+        assert same == (not wrong or not anneals), (name, wrong)
+        checked += anneals
+    assert checked == (6 if wrong else 7)       # the annealing error cannot show in "code": uniform probabilities
 
 
 @pytest.mark.parametrize("variant", ["paper", "code"])

@@ -1,7 +1,6 @@
 """HiCS-FL training comparisons (flkit.papers.hics.fmnist): profiles (Fashion-MNIST, CIFAR-10, CIFAR-100),
 smoothing, rounds to target, the five methods through fl.run, the CIFAR smoke profile end to end on fake files."""
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -412,21 +411,15 @@ def test_engine_task_trains_with_adam_and_the_prox_term():
 
 
 def test_smoke_cifar10_end_to_end(tmp_path, monkeypatch):
-    """scripts/hics_sweep.py smoke-cifar10 on tiny CIFAR-10 files in torchvision's on-disk format: every method
+    """python -m flkit.sweep hics smoke-cifar10 on tiny CIFAR-10 files in torchvision's on-disk format: every method
     has test_acc and train_loss rows for every round of its job, in the profile's own store folder."""
-    import importlib.util
-
     from test_datasets import make_cifar
 
-    from flkit import datasets, results
+    from flkit import datasets, results, sweep
     make_cifar(tmp_path / "data", monkeypatch, per_file=20)            # 100 training, 20 test images
     monkeypatch.setenv("FLKIT_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "results"))
-    path = Path(__file__).resolve().parents[1] / "scripts" / "hics_sweep.py"
-    spec = importlib.util.spec_from_file_location("hics_sweep", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    assert script.main(["smoke-cifar10"]) == 0
+    assert sweep.main(["hics", "smoke-cifar10"]) == 0
     cfg = fmnist.profile("smoke-cifar10")
     store = results.book_store("tmp/hics_cifar10")
     assert (tmp_path / "results" / "tmp" / "hics_cifar10").is_dir()
@@ -443,34 +436,26 @@ def test_smoke_cifar10_end_to_end(tmp_path, monkeypatch):
         fmnist.run_job(js[0], fm)
 
 
-def _hics_sweep_script():
-    import importlib.util
-    path = Path(__file__).resolve().parents[1] / "scripts" / "hics_sweep.py"
-    spec = importlib.util.spec_from_file_location("hics_sweep", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
-
-
-def test_hics_sweep_resumes_from_a_piece_to_identical_results(tmp_path, monkeypatch):
-    """scripts/hics_sweep.py smoke --setting (2) --group main with a deadline that stops after one round: exit 75,
-    the job's checkpoint under the store's checkpoints/ (under 16 MiB); the next call resumes it and stores the
-    same bytes as an uninterrupted sweep; the checkpoint is removed."""
-    from flkit import datasets, owed, results
+def test_hics_jobs_resume_from_a_piece_to_identical_results(tmp_path, monkeypatch):
+    """python -m flkit.sweep hics smoke --setting (2) --group main with a deadline that stops after one round:
+    exit 75, the job's checkpoint under the store's checkpoints/ (under 16 MiB); the next call resumes it and
+    stores the same bytes as an uninterrupted sweep; the checkpoint is removed."""
+    from flkit import datasets, owed, results, sweep
+    from flkit.papers.hics import sweeps
     if not datasets.available("fashion-mnist"):
         pytest.skip("needs the Fashion-MNIST files")
-    script = _hics_sweep_script()
-    argv = ["smoke", "--setting", "(2)", "--group", "main"]
-    js = script.selected(script._parse(argv))
+    argv = ["hics", "smoke", "--setting", "(2)", "--group", "main"]
+    js = sweep.parse(argv)[2]["jobs"]
     assert len(js) == 2 and all(fmnist.is_setting2_main(j) for j in js)
+    assert js == sweeps.selected(fmnist.profile("smoke"), "(2)", "main")
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "a"))
-    assert script.main(argv + ["--max-minutes", "0.001"]) == 75
+    assert sweep.main(argv + ["--max-minutes", "0.001"]) == 75
     store = results.book_store("tmp/hics")
     ckpts = list((store.root / "checkpoints").glob("job-*.pt"))
     assert len(ckpts) == 1 and ckpts[0].stat().st_size <= owed.FILE_CAP and not any(store.done(j) for j in js)
-    assert script.main(argv) == 0 and all(store.done(j) for j in js) and not ckpts[0].exists()
+    assert sweep.main(argv) == 0 and all(store.done(j) for j in js) and not ckpts[0].exists()
     a = {p.name: p.read_bytes() for p in store.root.glob("*.csv")}
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "b"))
-    assert script.main(argv) == 0
+    assert sweep.main(argv) == 0
     b = {p.name: p.read_bytes() for p in results.book_store("tmp/hics").root.glob("*.csv")}
     assert len(a) == 2 and a == b

@@ -12,7 +12,8 @@ Layers, lowest first (a module may import its own layer and those below it):
   which reads the other chapters), including the scale of the documents' pages (``flkit.papers.scales``).
 * ``tooling``: the book's machinery above the chapters: the owed-work ledger (``flkit.owed``), the scorecard
   (``flkit.papers.scorecard``), page execution and regeneration (``flkit.run``, with the pages' parameters read
-  and checked by ``flkit.params``, and ``flkit.reproduce``) and the GPU-window runner (``flkit.window``).
+  and checked by ``flkit.params``, and ``flkit.reproduce``), the one sweep command over the chapters' sweeps
+  (``flkit.sweep``) and the GPU-window runner (``flkit.window``).
 
 Importing ``a.b.c`` also runs the ``__init__`` of ``a`` and ``a.b``: those parent packages count as imported
 too (except the importer's own ancestors, which run first anyway). Every module must be placed in
@@ -56,9 +57,12 @@ _CHAPTERS = [
     "flkit.papers.mifa", "flkit.papers.mifa.bounds", "flkit.papers.mifa.common", "flkit.papers.mifa.complexity",
     "flkit.papers.mifa.experiments", "flkit.papers.mifa.items", "flkit.papers.mifa.logistic",
     "flkit.papers.mifa.methods", "flkit.papers.mifa.problems", "flkit.papers.mifa.quadratic",
-    "flkit.papers.mifa.theory", "flkit.papers.mifa.zerosarah",
+    "flkit.papers.mifa.theory",
+    # each chapter's part of the one sweep command (flkit.sweep)
+    "flkit.papers.across.sweeps", "flkit.papers.cvar.sweeps", "flkit.papers.fedau.sweeps", "flkit.papers.hics.sweeps",
 ]
-_TOOLING = ["flkit.owed", "flkit.papers.scorecard", "flkit.params", "flkit.reproduce", "flkit.run", "flkit.window"]
+_TOOLING = ["flkit.owed", "flkit.papers.scorecard", "flkit.params", "flkit.reproduce", "flkit.run", "flkit.sweep",
+            "flkit.window"]
 # the one mapping: module (or "package.*": the package and everything under it) -> layer
 LAYER = {m: layer for layer, ms in zip(LAYERS, (_CORE, _SUPPORT, _CHAPTERS, _TOOLING)) for m in ms}
 

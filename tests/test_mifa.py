@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from flkit import tasks
-from flkit.papers.mifa import common, experiments, items, methods, zerosarah
+from flkit import aggregate, fl, sample, tasks
+from flkit.papers.mifa import common, experiments, items, methods
 
 DT = torch.float64
 
@@ -297,19 +298,29 @@ def _zerosarah_reference(A, B, lam_task, x0, eta, idx, lam, lam0):
     return np.array(xs), np.array(vs)
 
 
+def _zerosarah(task, etas, mask, lam=None, lam0=1.0, w0=None, rule=None):
+    """ZeroSARAH through flkit.fl.run, one algorithm per run r (step etas[r], clients mask[r] (T, n))."""
+    rule = rule or aggregate.ZeroSARAH(lam, lam0)
+    algs = {r: fl.Algorithm(rule, lr=float(e), local_lr=float(e), availability=mask[r].numpy())
+            for r, e in enumerate(etas)}
+    return fl.run(task, algs, seeds=[0], rounds=mask.shape[1], w0=w0, every=1)
+
+
 @pytest.mark.parametrize("lam_task", [0.0, 1.0])
 def test_zerosarah_matches_a_plain_loop(lam_task):
     task = tasks.heterogeneous_quadratic(6, 3, 0, mu=0.2, L=1.0, sigma_G2=1.0, h=0.5, lam=lam_task)
     A, B = task.problem.A.numpy(), task.problem.b.numpy()
     seeds, etas, T, b = [0, 1, 2, 0], np.array([0.3, 0.1, 0.5, 0.05]), 25, 2
     mask = methods.uniform_k_masks(seeds, b, T, 6)
-    res = zerosarah.run(task, eta=etas, mask=mask, lam=0.3, lam0=0.8, every=1)
+    res = _zerosarah(task, etas, mask, lam=0.3, lam0=0.8)
     for r in range(len(seeds)):
         idx = [np.flatnonzero(mask[r, t].numpy()) for t in range(T)]
         xs, _ = _zerosarah_reference(A, B, lam_task, np.zeros(3), etas[r], idx, 0.3, 0.8)
         g = np.array([task.grad(torch.as_tensor(x)[None]).pow(2).sum().item() for x in xs])
-        np.testing.assert_allclose(res.values["zerosarah"]["grad_norm2"][:, r], g, rtol=1e-12, atol=1e-15)
-    assert np.all(res.evals["zerosarah"] == b + 2 * b * (T - 1))        # 2 gradients per participation
+        np.testing.assert_allclose(res.values[r]["grad_norm2"][:, 0], g, rtol=1e-12, atol=1e-15)
+        assert res.evals[r] == b * T                                    # client updates, as fl.run counts them
+    sim = methods.simulate(task, ["zerosarah"], seeds=seeds, eta=etas, p=b / 6, mask=mask, rounds=T)
+    assert np.all(sim.evals["zerosarah"] == b + 2 * b * (T - 1))        # 2 gradients per participation
 
 
 @pytest.mark.parametrize("lam", [1.0, 0.25])
@@ -325,29 +336,89 @@ def test_zerosarah_with_all_clients_is_gradient_descent(lam):
     w = torch.ones(1, 3, dtype=DT)
     for _ in range(T):
         w = w - eta * task.grad(w)
-    mask = torch.ones(2, T, 4, dtype=torch.bool)
-    res = zerosarah.run(task, eta=eta, mask=mask, lam=lam, w0=torch.ones(3, dtype=DT), every=T)
+    res = _zerosarah(task, [eta, eta], torch.ones(2, T, 4, dtype=torch.bool), lam=lam, w0=torch.ones(3, dtype=DT))
     gd = task.grad(w).pow(2).sum().item()
-    np.testing.assert_allclose(res.values["zerosarah"]["grad_norm2"][-1], [gd, gd], rtol=1e-10)
+    np.testing.assert_allclose([res.values[r]["grad_norm2"][-1, 0] for r in (0, 1)], [gd, gd], rtol=1e-10)
+
+
+def test_zerosarah_waits_out_a_round_without_clients():
+    """A run that receives nothing keeps its state and its model (G = 0), and its first round with clients is its
+    round 0 (lambda_0, x_{-1} = x_0): the run equals the plain loop over its rounds with clients."""
+    task = tasks.heterogeneous_quadratic(6, 3, 0, mu=0.2, L=1.0, sigma_G2=1.0, h=0.5, lam=1.0)
+    A, B = task.problem.A.numpy(), task.problem.b.numpy()
+    mask = methods.uniform_k_masks([3], 2, 12, 6)
+    mask[0, [0, 1, 5, 6, 7]] = False
+    res = _zerosarah(task, [0.3], mask, lam=0.3, lam0=0.8)
+    idx = [np.flatnonzero(m) for m in mask[0].numpy() if m.any()]
+    xs, _ = _zerosarah_reference(A, B, 1.0, np.zeros(3), 0.3, idx, 0.3, 0.8)
+    keep = np.r_[0, 0, 0, 1, 2, 3, 3, 3, 3, 4, 5, 6, 7]                   # x after each round: steps only with clients
+    g = np.array([task.grad(torch.as_tensor(xs[k])[None]).pow(2).sum().item() for k in keep])
+    np.testing.assert_allclose(res.values[0]["grad_norm2"][:, 0], g, rtol=1e-12, atol=1e-15)
+
+
+class _IgnoresAt:
+    """A probe that gives the gradients at the current model whatever model it is asked at."""
+
+    def __init__(self, probe):
+        self.probe = probe
+
+    def gradients(self, mask, at=None):
+        return self.probe.gradients(mask)
+
+    def models(self):
+        return self.probe.models()
+
+
+class _NoPreviousModel(aggregate.ZeroSARAH):
+    """Wrong on purpose: the gradients 'at x_{t-1}' taken at x_t (the probe's ``at`` ignored), so the SARAH
+    difference vanishes and only the table term is left."""
+
+    def apply(self, state, upd, probe):
+        return super().apply(state, upd, _IgnoresAt(probe))
+
+
+@pytest.mark.parametrize("variant", ["rule", "no previous model", "lambda b/n"])
+def test_zerosarah_rule_reproduces_its_former_loop(variant):
+    """The trajectories ZeroSARAH's own loop gave before it became a rule (tests/golden/mifa_zerosarah.csv, written
+    by that loop) at b = 1 and b = ceil(sqrt n) of n = 16 and b = 3 of n = 8, one step diverging: the rule through
+    flkit.fl.run gives ||grad f||^2, divergence and client gradients bit for bit, f within float64 rounding (rtol
+    1e-12; the loop summed it in closed form). Two wrong variants fail the same comparison: the previous
+    gradients taken at the current model, and the table weight lambda = b/n instead of b/(2n)."""
+    import golden
+    from flkit.papers.mifa import problems
+    want = golden.read("mifa_zerosarah")
+    for kind, n, b in (("nonconvex", 16, 1), ("nonconvex_hetH", 16, 4), ("nonconvex", 8, 3)):
+        task = problems.family(n, kind)
+        runs = [(s, e) for e in (0.05, 0.4, 30.0) for s in (0, 1)]
+        mask = methods.uniform_k_masks([s for s, _ in runs], b, 60, n)
+        rule = {"rule": aggregate.ZeroSARAH(), "no previous model": _NoPreviousModel(),
+                "lambda b/n": aggregate.ZeroSARAH(lam=b / n)}[variant]
+        res = _zerosarah(task, [e / task.L for _, e in runs], mask, rule=rule)
+        w = want[want["part"] == f"trajectory/{kind}/{n}/{b}"]
+        o = want[want["part"] == f"outcomes/{kind}/{n}/{b}"].set_index(["metric", "seed", "eta_L"])["value"]
+        same = True
+        for r, (s, e) in enumerate(runs):
+            for metric in ("grad_norm2", "f"):
+                old = w[(w["metric"] == metric) & (w["seed"] == s) & (w["eta_L"] == e)]["value"].to_numpy()
+                new = golden.normalise(pd.DataFrame({"v": res.values[r][metric][:, 0]}))["v"].to_numpy()
+                tol = 1e-12 if metric == "f" else 0.0
+                same &= bool(np.all((old == new) | np.isclose(new, old, rtol=tol, atol=0)))
+            same &= res.diverged[r][0] == o[("diverged_round", s, e)]
+            gradients = methods.two_gradients(res.evals[r], mask[r:r + 1])[0]
+            same &= gradients == o[("client_updates", s, e)]
+        assert same == (variant == "rule"), (variant, kind, n, b)
 
 
 def test_zerosarah_rejects_bad_inputs():
     task = tasks.symmetric_quadratic(4, dim=2, seed=0)
-    mask = methods.uniform_k_masks([0], 2, 5, 4)
-    with pytest.raises(ValueError, match=r"b in \[1, 4\].*0 to 0"):
-        zerosarah.run(task, eta=0.1, mask=torch.zeros(1, 5, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"same b clients.*1 to 2"):
-        bad = mask.clone()
-        bad[0, 3] = torch.tensor([True, False, False, False])
-        zerosarah.run(task, eta=0.1, mask=bad)
-    for lam in (0.0, 1.5, -0.1):
-        with pytest.raises(ValueError, match=rf"lam .*\(0, 1\], got {lam}"):
-            zerosarah.run(task, eta=0.1, mask=mask, lam=lam)
-    with pytest.raises(ValueError, match=r"lam0 .*\(0, 1\]"):
-        zerosarah.run(task, eta=0.1, mask=mask, lam0=0.0)
-    for eta in (0.0, -1.0):
-        with pytest.raises(ValueError, match="eta"):
-            zerosarah.run(task, eta=eta, mask=mask)
+    for lam in (0.0, 1.5, -0.1, True):
+        with pytest.raises(ValueError, match=r"lam .*\(0, 1\] or be None"):
+            aggregate.ZeroSARAH(lam=lam)
+    with pytest.raises(ValueError, match=r"lam0 .*\(0, 1\], got 0.0"):
+        aggregate.ZeroSARAH(lam0=0.0)
+    with pytest.raises(ValueError, match="without replacement"):       # a client drawn twice in a round
+        fl.run(task, {"z": fl.Algorithm(aggregate.ZeroSARAH(), sampler=sample.ProportionalK(8, replace=True))},
+               seeds=[0], rounds=2)
     with pytest.raises(ValueError, match=r"b \(clients per round\) must lie in \[1, 4\], got 5"):
         experiments.rounds_to_epsilon(task, "zerosarah", eta_L=[0.1], seeds=[0], max_rounds=5, metric="gap", eps_rel=0.1, b=5)
 

@@ -1,4 +1,5 @@
-"""The owed-work ledger: every command parses with its script, progress is counted from the stores."""
+"""The owed-work ledger: every command parses (``python -m flkit.sweep`` or a benchmark script), progress is counted
+from the stores, and ``--pay`` runs the commands in resumable pieces."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,10 +25,19 @@ def _script(path: str):
 
 @pytest.mark.parametrize("item", owed.ITEMS, ids=[it.id for it in owed.ITEMS])
 def test_command_parses(item):
+    """A run of the book goes through the one sweep command (its parser and the sweep's settings accept the
+    arguments); a benchmark through its script's parser."""
+    from flkit import sweep
     argv = shlex.split(item.command)
-    assert argv[0] == "python" and (REPO / argv[1]).is_file(), item.command
-    args = _script(argv[1])._parse(argv[2:])
-    assert args is not None
+    assert argv[0] == "python", item.command
+    if argv[1] == "-m":
+        assert argv[2] == "flkit.sweep", item.command
+        sw, args, plan = sweep.parse(argv[3:])
+        assert plan is not None and sw.name == argv[3]
+        assert args.device == ("cpu" if item.cpu else "cuda"), item.command
+    else:
+        assert argv[1].startswith("benchmarks/") and (REPO / argv[1]).is_file(), item.command
+        assert _script(argv[1])._parse(argv[2:]) is not None
     assert (REPO / (item.page + ".ipynb")).is_file() or (REPO / (item.page + ".md")).is_file(), item.page
 
 
@@ -108,7 +118,7 @@ def test_payable_rule(monkeypatch):
 def test_argv_sets_device_limit_and_threads():
     it = next(i for i in owed.ITEMS if i.id == "cvar-mnist-horizon")
     argv = it.argv("cpu", 2.5, 1)
-    assert argv[0] == sys.executable and argv[1].endswith("scripts/cvar_sweep.py")
+    assert argv[:4] == [sys.executable, "-m", "flkit.sweep", "cvar"] and argv[4] == "mnist"
     assert argv.count("--device") == 1 and argv[argv.index("--device") + 1] == "cpu"
     assert argv.count("--max-minutes") == 1 and float(argv[argv.index("--max-minutes") + 1]) == 2.5
     assert argv[argv.index("--threads") + 1] == "1" and "settings=[0.9]" in argv
@@ -118,7 +128,7 @@ def test_argv_sets_device_limit_and_threads():
 
 
 # ---------------------------------------------------------------------------------------------- --pay
-TINY = ("python scripts/cvar_sweep.py synthetic_2d --profile smoke --set 'panels=[a]' --set 'alphas=[1.0]' "
+TINY = ("python -m flkit.sweep cvar synthetic_2d --profile smoke --set 'panels=[a]' --set 'alphas=[1.0]' "
         "--set 'authors_model_seeds=[]' --set 'seeds=[0, 1]' --device cuda --max-minutes 8.5")
 
 
@@ -245,7 +255,7 @@ def test_hics_cifar_items_count_their_runs(tmp_path, monkeypatch, name, runs, mi
     item = next(it for it in owed.ITEMS if it.id == name)
     assert item.progress() == (0, runs, pytest.approx(minutes))
     assert item.needs == f"the {data} files" and not item.cpu and item.document == "004"
-    assert item.command == f"python scripts/hics_sweep.py paper-{name.split('-')[1]} --device cuda --max-minutes 8"
+    assert item.command == f"python -m flkit.sweep hics paper-{name.split('-')[1]} --device cuda --max-minutes 8"
     df = owed.frame()
     assert df.set_index("id").loc[name, "needs"] == f"the {data} files"
 

@@ -39,7 +39,8 @@ The samplers live in one module per family, and every name is importable from ``
 :class:`~flkit.sample.uniform.ProportionalK`), :mod:`flkit.sample.powd` (:class:`~flkit.sample.powd.PowD`),
 :mod:`flkit.sample.clustered` (:class:`~flkit.sample.clustered.ClusteredSampling`), :mod:`flkit.sample.divfl`
 (:class:`~flkit.sample.divfl.DivFL`), :mod:`flkit.sample.cafed` (:class:`~flkit.sample.cafed.CAFed`,
-:class:`~flkit.sample.cafed.F3AST`) and :mod:`flkit.sample.hics` (:class:`~flkit.sample.hics.HiCS`).
+:class:`~flkit.sample.cafed.F3AST`) and :mod:`flkit.sample.hics` (:class:`~flkit.sample.hics.HiCS`, the document's
+reading of HiCS-FL, and :class:`~flkit.sample.hics.HiCSAuthors`, the authors' code).
 """
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ from flkit.sample.clustered import (ClusteredSampling, ClusteredState, arccos_di
                                     ward_distributions, weight_groups)
 from flkit.sample.divfl import DivFL, DivFLState, facility_location_greedy, update_distances
 from flkit.sample.divfl import PROXIES  # noqa: F401  (not in __all__, as before; flkit.papers.hics reads it)
-from flkit.sample.hics import (HiCS, HiCSState, annealed_probs, entropy_estimate, hics_distances, hics_draw,
-                               output_layer, ward_clusters)
+from flkit.sample.hics import (HiCS, HiCSAuthors, HiCSBase, HiCSState, annealed_probs, entropy_estimate,
+                               hics_distances, hics_draw, output_layer, ward_clusters)
 from flkit.sample.powd import PowD
 from flkit.sample.uniform import AllAvailable, ProportionalK, UniformK
 
@@ -83,5 +84,7 @@ __all__ = [
     "ward_clusters",
     "hics_draw",
     "HiCSState",
+    "HiCSBase",
     "HiCS",
+    "HiCSAuthors",
 ]

@@ -1,11 +1,12 @@
-"""HiCS-FL, heterogeneity-guided hierarchical clustered sampling (Chen & Vikalo 2023, Algorithm 1):
-:class:`HiCS` and its steps, as the document (``variant="paper"``) and as the authors' code
-(``variant="code"``, CityChan/HiCS-FL@25f309d)."""
+"""HiCS-FL, heterogeneity-guided hierarchical clustered sampling (Chen & Vikalo 2023, Algorithm 1), in two
+readings: :class:`HiCS`, the document's (``variant="paper"``), and :class:`HiCSAuthors`, the authors' code
+(``variant="code"``, CityChan/HiCS-FL@25f309d); the steps they share are the functions below and the base
+class :class:`HiCSBase`. ``HiCS.for_task(task, K, T, variant=...)`` builds either from an EngineTask."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, fields
+from typing import ClassVar, Sequence
 
 import numpy as np
 import torch
@@ -15,7 +16,7 @@ from flkit.sample.base import SamplerState, _available, _base_state, _counts, _d
 from flkit.sample.clustered import _draw_rows, arccos_distances, ward_distributions
 
 __all__ = ["output_layer", "entropy_estimate", "annealed_probs", "hics_distances",
-           "ward_clusters", "hics_draw", "HiCSState", "HiCS"]
+           "ward_clusters", "hics_draw", "HiCSState", "HiCSBase", "HiCS", "HiCSAuthors"]
 
 
 def output_layer(task) -> tuple[slice, slice]:
@@ -174,7 +175,7 @@ def hics_draw(g: np.random.Generator, labels, pi, weights, k: int, rule: str = "
 @dataclass
 class HiCSState(SamplerState):
     """Adds, per (run, client): ``updates`` (R, N, c) float64, the last observed output-layer update in
-    the document's sign (local minus global), bias first then (variant "code") the weight row-major,
+    the document's sign (local minus global), bias first then (:class:`HiCSAuthors`) the weight row-major,
     allocated at the first ``observe`` on the device of ``delta`` (zeros for a client never observed);
     ``unsampled`` (R, N) the warm-up pool S_0. Diagnostics of the last clustering round of each run:
     ``entropy`` (R, N) the estimates (NaN where not computed), ``labels`` (R, N) the groups (-1: not
@@ -189,63 +190,30 @@ class HiCSState(SamplerState):
     mode: list | None = None
 
 
-_HICS_DEFAULTS = {"paper": dict(temperature=0.0025, lam=0.1, freeze_after_warmup=False),
-                  "code": dict(temperature=0.001, lam=10.0, freeze_after_warmup=True)}
+@dataclass(frozen=True, repr=False)
+class HiCSBase:
+    r"""What the two readings of HiCS-FL share (:class:`HiCS`, the document; :class:`HiCSAuthors`, the authors'
+    code): the round structure of Algorithm 1 and the mechanics of this package. A reading sets ``VARIANT``
+    (its ``variant`` string, "paper" or "code": the name stored runs and checkpoints know it by), ``DEFAULTS``
+    (temperature, lam, freeze_after_warmup when given as None) and the steps where the two differ:
+    :meth:`warmup_rounds`, :meth:`warmup_order`, :meth:`columns` (what it stores of an update),
+    :meth:`estimates`, :meth:`fallback` and :meth:`annealing_round`.
 
+    Every round: warm-up (the first :meth:`warmup_rounds` rounds) from the pool :math:`S_0` of clients never
+    sampled; afterwards, the estimates :math:`\hat H_k` of the stored updates, the distances
+    (:func:`hics_distances` in the reading's form), Ward clustering into M groups (:func:`ward_clusters`; M =
+    ``clusters``, default K), the group scores :math:`\bar H_m` (mean of :math:`\hat H_k`), the annealed group
+    probabilities (:func:`annealed_probs`) and K clients by :func:`hics_draw` (``draw``: None, the reading's
+    rule; "paper" or "code", the other reading's; "distinct", a diagnostic: K distinct groups by :math:`\pi`,
+    one client from each, needs M >= K). The trained clients' updates replace their stored ones
+    (``freeze_after_warmup``: during warm-up only).
 
-@dataclass(frozen=True)
-class HiCS:
-    r"""HiCS-FL, heterogeneity-guided hierarchical clustered sampling (Chen & Vikalo 2023, Algorithm 1).
-
-    ``variant="paper"`` (the document, arXiv v1). Rounds are the document's t = 1, ..., :math:`\mathcal T`
-    (``rounds``); ``fl.run``'s t is the document's t - 1.
-
-    1. Warm-up, t <= ceil(N/K): K clients drawn uniformly without replacement from the pool
-       :math:`S_0` of clients never sampled (min(K, |S_0|)), so every client trains once.
-    2. Afterwards, every round: for each client, :math:`\hat H_k` = :func:`entropy_estimate` of its last
-       observed bias update :math:`\Delta\mathbf b^{(k)}` (Eq. 7, temperature T = 0.0025 for FMNIST);
-       the distance of Eq. 9 (:func:`hics_distances`, ``form="paper"``, :math:`\lambda` = 0.1) whose
-       cosine is taken between the **bias updates** (the document: "we compute it using only the
-       updates of the bias in the output layer"); Ward clustering into M groups
-       (:func:`ward_clusters`: scikit-learn's ``AgglomerativeClustering``, as the authors; the document
-       says only "hierarchical clustering with Ward's method", and Ward's method needs vectors, so each
-       client is its row of distances, as the authors and :class:`ClusteredSampling`); group scores
-       :math:`\bar H_m` = the mean of :math:`\hat H_k` over the group; group probabilities
-       :func:`annealed_probs` with :math:`\gamma^t = \gamma^0(1 - t/\mathcal T)`, :math:`\gamma^0` = 4;
-       K distinct clients by :func:`hics_draw` (Algorithm 1's loop: group ~ :math:`\pi^t`, client ~
-       :math:`\tilde{\mathbf p}_m \propto n_k`, added to the set until it holds K). The document gives
-       no per-group slot rule beyond this loop; we read it literally (a repeated client is drawn again).
-       M defaults to K (the document sets M = K "for convenience").
-    3. Every round the trained clients' bias updates replace their stored ones (Algorithm 1, line 18).
-
-    Where to find the bias: ``bias`` (and ``weight`` for the code variant) are the column slices of the
-    output layer's bias b (C,) and weight W (C x L, row-major) in the flat parameter vector;
-    :meth:`for_task` reads them from an EngineTask (:func:`output_layer`: the model's last
-    ``nn.Linear``). ``fl.run``'s updates are global minus local; the sampler stores their negation,
-    the document's :math:`\Delta\mathbf b = \theta_k - \theta^t` (the sign matters for Eq. 7).
-
-    ``variant="code"``: as CityChan/HiCS-FL@25f309d (the NeurIPS 2024 code), ``server/server_hics.py``
-    (``train``, ``cluster_sampling``, ``magnitude_gradient``, ``estimated_entropy_from_grad``,
-    ``get_matrix_similarity_from_grads_entropy``, ``sample_clients_entropy``) and ``clustering.py``
-    (``get_gradients_fc``, ``get_similarity``, ``get_clusters_with_alg2``, ``sample_clients``):
-
-    * warm-up: floor(N/K) rounds, clients in index order (round t takes clients tK, ..., tK + K - 1);
-    * :math:`\hat H_k` from the row means of the output layer's **weight** update (C x L, mean over L),
-      not the bias, with T = 0.001 (configs);
-    * distance arccos(cos) + :math:`\lambda|\hat H_u - \hat H_k|`, :math:`\lambda` = 10, the cosine
-      taken over the output layer's weight and bias updates together (``form="code"``);
-    * when the population variance of the :math:`\hat H_k` is >= ``var_switch`` (0.1), the round uses
-      Clustered Sampling's Algorithm 2 instead (:func:`ward_distributions` on the same distances, weights
-      n_k / sum n; K draws, one per distribution, so a client may be drawn twice);
-    * :math:`\gamma = \gamma^0 (\mathcal T - t)/\mathcal T` with the code's 0-based t (never reaches 0);
-    * the group slots are allotted by ``hics_draw(rule="code")`` (clients uniform within a group);
-    * stored updates are refreshed only during warm-up (``freeze_after_warmup``) when the partition's
-      alpha list has several distinct values, every round otherwise: the default of the code variant is
-      True (every multi-alpha setting of the document); pass False for a single-alpha partition.
-
-    ``draw``: None (default) draws the clients by the variant's rule (:func:`hics_draw` ``rule=variant``);
-    "paper" or "code" picks the other variant's rule; "distinct" (a diagnostic) draws K distinct groups
-    without replacement by :math:`\pi` and one client from each (needs M >= K).
+    Where to find the bias: ``bias`` (and ``weight``) are the column slices of the output layer's bias b (C,)
+    and weight W (C x L, row-major) in the flat parameter vector; :meth:`for_task` reads them from an
+    EngineTask (:func:`output_layer`: the model's last ``nn.Linear``). ``fl.run``'s updates are global minus
+    local; the sampler stores their negation, the document's :math:`\Delta\mathbf b = \theta_k - \theta^t` (the
+    sign matters for Eq. 7). Rounds are the document's t = 1, ..., :math:`\mathcal T` (``rounds``); ``fl.run``'s
+    t is the document's t - 1.
 
     Departures for partial availability (the document has every client available): warm-up draws from
     :math:`S_0 \cap A_t` during the same number of rounds, so a client unavailable throughout warm-up
@@ -253,7 +221,10 @@ class HiCS:
     later rounds cluster the available clients only (M reduced to |A_t| when smaller) and take all of
     them when |A_t| <= K. A run used beyond ``rounds`` rounds raises ValueError (the annealing needs
     :math:`\mathcal T`). Random draws use the run's "selection" stream.
-    """
+
+    ``repr`` is ``HiCS(k=..., ..., variant=..., ...)`` for both readings, the fields in this order: the form
+    under which ``fl.run`` keys checkpoints (one class with a ``variant`` field before the two readings were
+    split)."""
 
     k: int
     rounds: int
@@ -263,18 +234,26 @@ class HiCS:
     temperature: float | None = None
     lam: float | None = None
     gamma0: float = 4.0
-    variant: str = "paper"
+    variant: str | None = None
     var_switch: float = 0.1
     freeze_after_warmup: bool | None = None
     draw: str | None = None
 
+    VARIANT: ClassVar[str]
+    DEFAULTS: ClassVar[dict]
+
     def __post_init__(self):
         _positive_int(self.k, "k")
         _positive_int(self.rounds, "rounds")
-        if self.variant not in _HICS_DEFAULTS:
+        if self.variant is None:
+            object.__setattr__(self, "variant", self.VARIANT)
+        if self.variant != self.VARIANT:
+            if self.variant in _READINGS:
+                raise ValueError(f"variant={self.variant!r} is {_READINGS[self.variant].__name__}, not "
+                                 f"{type(self).__name__}; HiCS.for_task(task, k, rounds, variant=...) builds either")
             raise ValueError(f"variant must be 'paper' (the document) or 'code' (CityChan/HiCS-FL@25f309d), "
                              f"got {self.variant!r}")
-        for name, value in _HICS_DEFAULTS[self.variant].items():
+        for name, value in self.DEFAULTS.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
         object.__setattr__(self, "clusters", self.k if self.clusters is None else self.clusters)
@@ -282,38 +261,62 @@ class HiCS:
         C = _slice_len(self.bias, "bias")
         if C < 2:
             raise ValueError(f"bias must cover the C >= 2 output biases, got {self.bias!r}")
-        if self.variant == "code":
-            if self.weight is None:
-                raise ValueError("variant='code' reads the output layer's weight: give weight= (see output_layer)")
-            if _slice_len(self.weight, "weight") % C:
-                raise ValueError(f"weight covers {_slice_len(self.weight, 'weight')} columns, not a multiple "
-                                 f"of C = {C} (W is C x L)")
         for name in ("temperature", "var_switch"):
             v = getattr(self, name)
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
                     or not np.isfinite(v) or v <= 0:
                 raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        hics_distances(np.zeros((1, 1)), np.zeros(1), self.lam, self.variant)  # validates lam
+        hics_distances(np.zeros((1, 1)), np.zeros(1), self.lam, self.VARIANT)  # validates lam
         if isinstance(self.gamma0, (bool, np.bool_)) or not np.isfinite(self.gamma0) or self.gamma0 < 0:
             raise ValueError(f"gamma0 must be a finite number >= 0, got {self.gamma0!r}")
         if not isinstance(self.freeze_after_warmup, (bool, np.bool_)):
             raise ValueError(f"freeze_after_warmup must be True, False or None, got {self.freeze_after_warmup!r}")
         if self.draw not in (None, "paper", "code", "distinct"):
-            raise ValueError(f"draw must be None (the variant's rule), 'paper', 'code' or 'distinct', got {self.draw!r}")
+            raise ValueError(f"draw must be None (the variant's rule), 'paper', 'code' or 'distinct', "
+                             f"got {self.draw!r}")
         if self.draw == "distinct" and self.clusters < self.k:
             raise ValueError(f"draw='distinct' takes k = {self.k} distinct groups: clusters (M = {self.clusters}) "
                              f"must be >= k")
 
+    def __repr__(self) -> str:
+        return "HiCS(" + ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)) + ")"
+
     @classmethod
-    def for_task(cls, task, k: int, rounds: int, **kw) -> "HiCS":
-        """HiCS with the output layer's slices read from an EngineTask (:func:`output_layer`)."""
+    def for_task(cls, task, k: int, rounds: int, **kw) -> "HiCSBase":
+        """The sampler with the output layer's slices read from an EngineTask (:func:`output_layer`).
+        ``variant``: "paper" (:class:`HiCS`) or "code" (:class:`HiCSAuthors`), as stored runs' configurations
+        name the reading; without it, this class's reading."""
         weight, bias = output_layer(task)
-        return cls(k=k, rounds=rounds, bias=bias, weight=weight, **kw)
+        reading = cls if kw.get("variant") is None else _READINGS.get(kw["variant"], cls)
+        return reading(k=k, rounds=rounds, bias=bias, weight=weight, **kw)
 
+    # ------------------------------------------------------------------ the steps where the readings differ
     def warmup_rounds(self, num_clients: int) -> int:
-        """Warm-up length: ceil(N/K) rounds (paper), floor(N/K) (code)."""
-        return -(-num_clients // self.k) if self.variant == "paper" else num_clients // self.k
+        """The number of warm-up rounds for N clients."""
+        raise NotImplementedError
 
+    def warmup_order(self, g: np.random.Generator, pool: np.ndarray, take: int) -> np.ndarray:
+        """The `take` clients of a warm-up round, from the available clients never sampled `pool`."""
+        raise NotImplementedError
+
+    def columns(self) -> tuple[slice, ...]:
+        """The slices of an update the sampler stores, in order."""
+        raise NotImplementedError
+
+    def estimates(self, U: np.ndarray) -> np.ndarray:
+        """:math:`\\hat H` (n,) from stored updates U (n, c) (:meth:`columns`, in order)."""
+        raise NotImplementedError
+
+    def fallback(self, state: HiCSState, r: int, idx: np.ndarray, D: np.ndarray, H: np.ndarray, n: np.ndarray,
+                 g: np.random.Generator) -> np.ndarray | None:
+        """The clients of a round that does not use the clusters (None: it uses them)."""
+        return None
+
+    def annealing_round(self, t: int) -> int:
+        """The t of :math:`\\gamma^t` in ``fl.run``'s round t."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the sampler protocol
     def init(self, runs: int, num_clients: int, sizes, seeds: Sequence[int]) -> HiCSState:
         base = _base_state(runs, num_clients, sizes, seeds, k=self.k)
         R, N = base.sizes.shape
@@ -340,56 +343,162 @@ class HiCS:
 
     def _warmup_pick(self, state: HiCSState, r: int, idx: np.ndarray) -> np.ndarray:
         pool = idx[state.unsampled[r, idx]]
-        take = min(self.k, pool.size)
-        pick = pool[:take] if self.variant == "code" else _draw(state.rngs[r], pool, take, None, replace=False)
+        pick = self.warmup_order(state.rngs[r], pool, min(self.k, pool.size))
         state.unsampled[r, pick] = False
         state.mode[r] = "warmup"
         return pick
 
-    def estimates(self, U: np.ndarray) -> np.ndarray:
-        """:math:`\\hat H` (n,) from stored updates U (n, c) (bias first, then the weight for "code")."""
-        C = _slice_len(self.bias, "bias")
-        if self.variant == "paper":
-            return entropy_estimate(U[:, :C], self.temperature)
-        return entropy_estimate(U[:, C:].reshape(U.shape[0], C, -1).mean(axis=2), self.temperature)
-
     def _clustered_pick(self, state: HiCSState, r: int, idx: np.ndarray, t: int) -> np.ndarray:
-        C = _slice_len(self.bias, "bias")
-        width = C + (_slice_len(self.weight, "weight") if self.variant == "code" else 0)
+        width = sum(_slice_len(c, "column slice") for c in self.columns())
         U = (np.zeros((idx.size, width)) if state.updates is None
              else state.updates[r][torch.from_numpy(idx).to(state.updates.device)].cpu().numpy())
         H = self.estimates(U)
-        D = hics_distances(U[:, :C] if self.variant == "paper" else U, H, self.lam, self.variant)
+        D = hics_distances(U, H, self.lam, self.VARIANT)
         n = state.sizes[r, idx]
         g = state.rngs[r]
         state.entropy[r] = np.nan
         state.entropy[r, idx] = H
         state.labels[r] = -1
-        if self.variant == "code" and np.var(H) >= self.var_switch:
-            state.mode[r], state.probs[r] = "cs", None
-            return idx[_draw_rows(ward_distributions(D, n / n.sum(), self.k, g), g)]
+        picked = self.fallback(state, r, idx, D, H, n, g)
+        if picked is not None:
+            return picked
         labels = ward_clusters(D, min(self.clusters, idx.size))
         H_bar = np.array([H[labels == m].mean() for m in range(labels.max() + 1)])
-        pi = annealed_probs(H_bar, self.gamma0, t + 1 if self.variant == "paper" else t, self.rounds)
+        pi = annealed_probs(H_bar, self.gamma0, self.annealing_round(t), self.rounds)
         state.labels[r, idx] = labels
         state.mode[r], state.probs[r] = "hics", pi
-        return idx[hics_draw(g, labels, pi, n, self.k, self.draw or self.variant)]
+        return idx[hics_draw(g, labels, pi, n, self.k, self.draw or self.VARIANT)]
 
     def observe(self, state: HiCSState, t: int, pairs, delta) -> HiCSState:
-        """Store the trained clients' output-layer updates, negated (document sign); with
+        """Store the trained clients' output-layer updates (:meth:`columns`), negated (document sign); with
         ``freeze_after_warmup`` only during warm-up."""
         if self.freeze_after_warmup and t >= self.warmup_rounds(state.sizes.shape[1]):
             return state
-        cols = list(range(*self.bias.indices(delta.shape[1])))
-        if self.variant == "code":
-            cols += list(range(*self.weight.indices(delta.shape[1])))
-        last = max(self.bias.stop, self.weight.stop if self.variant == "code" else 0)
+        last = max(c.stop for c in self.columns())
         if last > delta.shape[1]:
             raise ValueError(f"the output-layer slices end at column {last}, past the {delta.shape[1]} "
                              f"coordinates of the updates; check bias= and weight=")
+        cols = [j for c in self.columns() for j in range(*c.indices(delta.shape[1]))]
         part = -delta[:, torch.tensor(cols, device=delta.device)].double()
         state.updates, _, _ = _store_latest(state.updates, pairs, part, state.sizes.shape)
         return state
+
+
+@dataclass(frozen=True, repr=False)
+class HiCS(HiCSBase):
+    r"""HiCS-FL as the document writes it (Chen & Vikalo 2023, arXiv v1, Algorithm 1; ``variant="paper"``).
+
+    1. Warm-up, t <= ceil(N/K): K clients drawn uniformly without replacement from the pool
+       :math:`S_0` of clients never sampled (min(K, |S_0|)), so every client trains once.
+    2. Afterwards, every round: for each client, :math:`\hat H_k` = :func:`entropy_estimate` of its last
+       observed bias update :math:`\Delta\mathbf b^{(k)}` (Eq. 7, temperature T = 0.0025 for FMNIST);
+       the distance of Eq. 9 (:func:`hics_distances`, ``form="paper"``, :math:`\lambda` = 0.1) whose
+       cosine is taken between the **bias updates** (the document: "we compute it using only the
+       updates of the bias in the output layer"); Ward clustering into M groups
+       (:func:`ward_clusters`: scikit-learn's ``AgglomerativeClustering``, as the authors; the document
+       says only "hierarchical clustering with Ward's method", and Ward's method needs vectors, so each
+       client is its row of distances, as the authors and :class:`ClusteredSampling`); group scores
+       :math:`\bar H_m` = the mean of :math:`\hat H_k` over the group; group probabilities
+       :func:`annealed_probs` with :math:`\gamma^t = \gamma^0(1 - t/\mathcal T)`, :math:`\gamma^0` = 4,
+       t the document's round; K distinct clients by :func:`hics_draw` (Algorithm 1's loop: group ~
+       :math:`\pi^t`, client ~ :math:`\tilde{\mathbf p}_m \propto n_k`, added to the set until it holds K).
+       The document gives no per-group slot rule beyond this loop; we read it literally (a repeated client
+       is drawn again). M defaults to K (the document sets M = K "for convenience").
+    3. Every round the trained clients' bias updates replace their stored ones (Algorithm 1, line 18).
+
+    The rest (where the bias is, the sign, partial availability, ``draw``) is :class:`HiCSBase`'s;
+    ``weight`` is accepted and not read."""
+
+    VARIANT: ClassVar[str] = "paper"
+    DEFAULTS: ClassVar[dict] = dict(temperature=0.0025, lam=0.1, freeze_after_warmup=False)
+
+    def warmup_rounds(self, num_clients: int) -> int:
+        """ceil(N/K): every client trains once."""
+        return -(-num_clients // self.k)
+
+    def warmup_order(self, g, pool, take):
+        """Uniformly without replacement."""
+        return _draw(g, pool, take, None, replace=False)
+
+    def columns(self):
+        """The output layer's bias."""
+        return (self.bias,)
+
+    def estimates(self, U):
+        """Eq. 7 on the stored bias updates."""
+        return entropy_estimate(U, self.temperature)
+
+    def annealing_round(self, t):
+        """The document's round, t + 1."""
+        return t + 1
+
+
+@dataclass(frozen=True, repr=False)
+class HiCSAuthors(HiCSBase):
+    r"""HiCS-FL as the authors' code runs it (``variant="code"``): CityChan/HiCS-FL@25f309d (the NeurIPS 2024
+    code), ``server/server_hics.py`` (``train``, ``cluster_sampling``, ``magnitude_gradient``,
+    ``estimated_entropy_from_grad``, ``get_matrix_similarity_from_grads_entropy``, ``sample_clients_entropy``)
+    and ``clustering.py`` (``get_gradients_fc``, ``get_similarity``, ``get_clusters_with_alg2``,
+    ``sample_clients``). Where it departs from :class:`HiCS` (the document):
+
+    * warm-up: floor(N/K) rounds, clients in index order (round t takes clients tK, ..., tK + K - 1);
+    * :math:`\hat H_k` from the row means of the output layer's **weight** update (C x L, mean over L),
+      not the bias, with T = 0.001 (configs);
+    * distance arccos(cos) + :math:`\lambda|\hat H_u - \hat H_k|`, :math:`\lambda` = 10, the cosine
+      taken over the output layer's weight and bias updates together (``form="code"``);
+    * when the population variance of the :math:`\hat H_k` is >= ``var_switch`` (0.1), the round uses
+      Clustered Sampling's Algorithm 2 instead (:func:`ward_distributions` on the same distances, weights
+      n_k / sum n; K draws, one per distribution, so a client may be drawn twice);
+    * :math:`\gamma = \gamma^0 (\mathcal T - t)/\mathcal T` with the code's 0-based t (never reaches 0);
+    * the group slots are allotted by ``hics_draw(rule="code")`` (clients uniform within a group);
+    * stored updates are refreshed only during warm-up (``freeze_after_warmup``) when the partition's
+      alpha list has several distinct values, every round otherwise: the default is True (every
+      multi-alpha setting of the document); pass False for a single-alpha partition.
+
+    Needs ``weight`` (see :func:`output_layer`). The rest is :class:`HiCSBase`'s."""
+
+    VARIANT: ClassVar[str] = "code"
+    DEFAULTS: ClassVar[dict] = dict(temperature=0.001, lam=10.0, freeze_after_warmup=True)
+
+    def __post_init__(self):
+        super().__post_init__()
+        C = _slice_len(self.bias, "bias")
+        if self.weight is None:
+            raise ValueError("variant='code' reads the output layer's weight: give weight= (see output_layer)")
+        if _slice_len(self.weight, "weight") % C:
+            raise ValueError(f"weight covers {_slice_len(self.weight, 'weight')} columns, not a multiple "
+                             f"of C = {C} (W is C x L)")
+
+    def warmup_rounds(self, num_clients: int) -> int:
+        """floor(N/K)."""
+        return num_clients // self.k
+
+    def warmup_order(self, g, pool, take):
+        """In index order."""
+        return pool[:take]
+
+    def columns(self):
+        """The output layer's bias, then its weight (row-major)."""
+        return (self.bias, self.weight)
+
+    def estimates(self, U):
+        """Eq. 7 on the row means of the stored weight updates."""
+        C = _slice_len(self.bias, "bias")
+        return entropy_estimate(U[:, C:].reshape(U.shape[0], C, -1).mean(axis=2), self.temperature)
+
+    def fallback(self, state, r, idx, D, H, n, g):
+        """Clustered Sampling's Algorithm 2 when the estimates' variance is >= ``var_switch``."""
+        if np.var(H) < self.var_switch:
+            return None
+        state.mode[r], state.probs[r] = "cs", None
+        return idx[_draw_rows(ward_distributions(D, n / n.sum(), self.k, g), g)]
+
+    def annealing_round(self, t):
+        """The code's 0-based round t."""
+        return t
+
+
+_READINGS = {"paper": HiCS, "code": HiCSAuthors}
 
 
 def _slice_len(s, name: str) -> int:

@@ -313,7 +313,7 @@ def sweep(s: Mapping, *, root=None, device="auto", deadline: float | None = None
     missing = [c for c in configs if not store.done(c)]
     if missing and not compute_missing:
         raise FileNotFoundError(f"{len(missing)} of {len(configs)} runs are not in {store.name}; run "
-                                "scripts/across_rare_users.py or set compute_missing=True")
+                                "python -m flkit.sweep rare-users or set compute_missing=True")
     dev = resolve_device(device)
 
     def fn(batch):

@@ -16,8 +16,8 @@ aggregates the available clients with weights :math:`q_k` (unnormalized), so it 
 Where we depart from, or add to, the notes:
 
 * The server step :math:`w \leftarrow w - \eta_t G_t` uses the schedule :math:`\eta_t = \eta_0 t^{-a}`
-  (``StepSchedule``), :math:`t = 1, 2, \dots`, as eq. (11) asks for a decreasing step; CA-Fed's code uses a
-  constant server step with momentum (arodio/CA-Fed@e673587 ``utils/optim.py``).
+  (``flkit.aggregate.StepSchedule``), :math:`t = 1, 2, \dots`, as eq. (11) asks for a decreasing step; CA-Fed's code
+  uses a constant server step with momentum (arodio/CA-Fed@e673587 ``utils/optim.py``).
 * An excluded client gets :math:`q_k = 0` (it is never aggregated); the others get
   :math:`q_k = \alpha_k / (\pi_k \sum_{h \in I}\alpha_h)`, so that :math:`\mathbb E[G_t] = \nabla F_B` at the
   same scale for every strategy (:math:`p` does not depend on the scale of q; CA-Fed's code does not
@@ -28,7 +28,6 @@ Where we depart from, or add to, the notes:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -53,7 +52,7 @@ from flkit.tasks import quadratic_task
 __all__ = [
     "PROFILES", "profile", "corr_closed_form", "autocorrelation_check", "mixing_exact", "mixing_check",
     "joint_slem", "parameter_map", "Quadratics", "random_quadratics", "theorem1", "theorem1_sample",
-    "two_client_sup", "theorem1_search", "search_table", "StepSchedule", "mean_on_run", "plot_rasters", "eta",
+    "two_client_sup", "theorem1_search", "search_table", "mean_on_run", "plot_rasters", "eta",
     "lambda_sweep", "CAFED_TYPES",
     "exclusion_problem", "exclusion_runs", "step_sums", "step_sum_limits", "STRATEGIES", "client_types",
     "LAMBDA_MODELS", "fit_lambda_models", "lambda_numbers", "exclusion_table", "exclusion_verdict",
@@ -249,28 +248,6 @@ def parameter_map(xs, ps) -> pd.DataFrame:
 # 2. Theorem 1 on strongly convex quadratics: flkit.papers.availability.theorem1
 # 3-4. FedAvg with the notes' unnormalized aggregator under Markov availability (flkit.fl.run)
 # ================================================================================================
-@dataclass
-class _ScheduleState:
-    inner: object
-    t: int
-
-
-@dataclass(frozen=True)
-class StepSchedule:
-    r"""Server step :math:`\eta_t = \eta_0 t^{-a}` (t = 1, 2, ...) around any rule: the rule's direction
-    is multiplied by :math:`t^{-a}`, and `flkit.fl` applies :math:`\eta_0` (the Algorithm's lr)."""
-    inner: object
-    a: float
-
-    def init(self, R, N, d, dtype, device):
-        return _ScheduleState(self.inner.init(R, N, d, dtype, device), 0)
-
-    def apply(self, state, upd):
-        G, inner = self.inner.apply(state.inner, upd)
-        t = state.t + 1
-        return G * float(t) ** (-self.a), _ScheduleState(inner, t)
-
-
 def eta(t, eta0: float, a: float):
     r""":math:`\eta_t = \eta_0 t^{-a}`."""
     return eta0 * np.asarray(t, dtype=float) ** (-a)
@@ -282,7 +259,8 @@ def _unbiased(pi, lr: float, a: float, keep=None, availability=None) -> fl.Algor
     :math:`p_k = \pi_k m/N` (m kept clients of N): :math:`\frac1N \Delta_k / p_k = \Delta_k/(m\pi_k)`."""
     pi = np.asarray(pi, dtype=float)
     m = pi.size if keep is None else int(np.sum(keep))
-    return fl.Algorithm(StepSchedule(aggregate.KnownP(), a), lr=lr, p=pi * m / pi.size, availability=availability)
+    return fl.Algorithm(aggregate.StepSchedule(aggregate.KnownP(), a), lr=lr, p=pi * m / pi.size,
+                        availability=availability)
 
 
 def _summary(res: fl.Result, metrics) -> pd.DataFrame:

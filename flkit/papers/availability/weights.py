@@ -8,13 +8,13 @@ available set :math:`A_k` in round k. Two aggregators of the local models :math:
   when :math:`A_k` is empty);
 * unnormalized: :math:`w_{k+1} = w_k + \gamma_s\sum_{i\in A_k} q_i (w_i - w_k)`.
 
-In flkit's sign convention (:mod:`flkit.aggregate`: :math:`\Delta_i = w_k - w_i`, server step
-:math:`w_{k+1} = w_k - \eta G`) both are the rule :class:`Weighted`: :math:`G = \sum_{i\in A} c_i(A)\Delta_i`
-with the per-round weights :math:`c_i(A) = q_i 1\{i\in A\}/\sum_{j\in A}q_j` (normalized, :math:`\eta = 1`)
-or :math:`c_i(A) = q_i 1\{i\in A\}` (unnormalized, :math:`\eta = \gamma_s`). Everything on this page
-follows from the law of the random vector :math:`c(A)` under independent Bernoulli(:math:`\pi_i`)
-availability, computed exactly by enumerating the :math:`2^N` patterns (:func:`weight_law`; the exact laws and
-moments are their own piece, :mod:`flkit.papers.availability.moments`, reachable here as before).
+In flkit's sign convention (:mod:`flkit.aggregate`: :math:`\Delta_i = w_k - w_i`, server step :math:`w_{k+1} = w_k -
+\eta G`) both are the rule :class:`flkit.aggregate.Weighted`: :math:`G = \sum_{i\in A} c_i(A)\Delta_i` with the
+per-round weights :math:`c_i(A) = q_i 1\{i\in A\}/\sum_{j\in A}q_j` (normalized, :math:`\eta = 1`) or :math:`c_i(A)
+= q_i 1\{i\in A\}` (unnormalized, :math:`\eta = \gamma_s`). Everything on this page follows from the law of the
+random vector :math:`c(A)` under independent Bernoulli(:math:`\pi_i`) availability, computed exactly by enumerating
+the :math:`2^N` patterns (:func:`weight_law`; the exact laws and moments are their own piece,
+:mod:`flkit.papers.availability.moments`, reachable here as before).
 
 The test problems are the closed-form quadratics :math:`F_i(w) = \frac12 (w-b_i)^\top A_i (w-b_i)` of
 :func:`flkit.datasets.quadratic_clients` (diagonal :math:`A_i`) with one local gradient step, so that
@@ -56,7 +56,7 @@ from flkit.seeding import rng
 from flkit.tasks import QuadraticTask
 
 __all__ = [
-    "PROFILES", "profile", "EXAMPLE", "Weighted", "WeightedQuadratic",
+    "PROFILES", "profile", "EXAMPLE", "WeightedQuadratic",
     "fairness_weights", "client_sizes", "argmin", "objective_gap", "biased_weights", "linear_pi",
     "effective_weights", "weight_law", "weight_moments", "aggregate_moments", "monte_carlo_weights",
     "monte_carlo_aggregate", "zscore", "expected_sq_distance", "stationary_sq_distance", "eta_max",
@@ -112,44 +112,6 @@ EXAMPLE = dict(pi=(Fraction(1, 2), Fraction(1, 6), Fraction(1)), q=(Fraction(2),
 # ================================================================================================
 # the rule (flkit.aggregate's contract)
 # ================================================================================================
-@dataclass(frozen=True)
-class Weighted:
-    r"""The notes' two aggregators with fixed weights q (document 001):
-    normalized :math:`G = \sum_{n\in S} q_n\Delta^n / \sum_{n\in S} q_n` (:math:`G = 0` when nothing
-    arrived; server step :math:`\eta = 1` gives :math:`w_{k+1} = \sum q_i w_i/\sum q_i`), unnormalized
-    :math:`G = \sum_{n\in S} q_n\Delta^n` (:math:`\eta = \gamma_s`). A client drawn c_n times counts c_n
-    times. Special cases in :mod:`flkit.aggregate`: FedAvg = normalized with q = 1, AverageAll =
-    unnormalized with q = 1/N, KnownP = unnormalized with :math:`q_n = 1/(N p_n)`.
-    In the CA-Fed code (arodio/CA-Fed at e673587, ``clients_sampler.py``) the "Unbiased" baseline is the
-    unnormalized rule with weights :math:`q_k/\pi_k` (``UnbiasedClientsSampler``, lines 197-229) and AdaFed
-    with full participation the same weights normalized to sum one (``AdaFedClientsSampler.sample`` and
-    ``_normalize_weights``, lines 559-610); there the server then takes an SGD step with momentum."""
-    q: tuple
-    normalize: bool = True
-
-    def __post_init__(self):
-        q = np.asarray(self.q, dtype=float)
-        if q.ndim != 1 or q.size == 0 or not np.all(np.isfinite(q)) or not np.all(q > 0):
-            raise ValueError(f"Weighted q must be a non-empty sequence of positive finite numbers, got {self.q!r}")
-        if not isinstance(self.normalize, bool):
-            raise ValueError(f"Weighted normalize must be True or False, got {self.normalize!r}")
-        object.__setattr__(self, "q", tuple(float(v) for v in q))
-
-    def init(self, R, N, d, dtype, device):
-        if len(self.q) != N:
-            raise ValueError(f"Weighted has {len(self.q)} weights q for {N} clients")
-        return None
-
-    def apply(self, state, upd: aggregate.Updates):
-        q = torch.as_tensor(self.q, dtype=upd.delta.dtype, device=upd.delta.device)[upd.pairs[:, 1]]
-        a = (upd.counts.to(upd.delta.dtype) * q).unsqueeze(-1)
-        total = upd.sum_clients(a * upd.delta)
-        if not self.normalize:
-            return total, state
-        norm = upd.delta.new_zeros(upd.R).index_add_(0, upd.pairs[:, 0], a[:, 0]).unsqueeze(-1)
-        return torch.where(norm > 0, total / norm.clamp(min=1e-300), torch.zeros_like(total)), state
-
-
 # ================================================================================================
 # problems
 # ================================================================================================
@@ -277,7 +239,7 @@ def floor_rules(pi, alpha) -> dict[str, tuple[object, np.ndarray, bool]]:
     if not np.allclose(alpha, 1.0 / n):
         raise ValueError("floor_rules maps to KnownP and FedAvg, which target alpha = 1/N")
     return {"unnormalized, q = alpha/pi": (aggregate.KnownP(), alpha / pi, False),
-            "normalized, q = alpha/pi": (Weighted(tuple(alpha / pi), True), alpha / pi, True),
+            "normalized, q = alpha/pi": (aggregate.Weighted(tuple(alpha / pi), True), alpha / pi, True),
             "normalized, q = 1 (FedAvg)": (aggregate.FedAvg(), np.ones(n), True)}
 
 
@@ -343,7 +305,7 @@ def limit_runs(task: WeightedQuadratic, cases: dict, eta: float, rounds: int, se
     for key, c in cases.items():
         pi, q = c["pi"], c["q"]
         algs = {f"{key} | {'normalized' if norm else 'unnormalized'}":
-                (fl.Algorithm(Weighted(tuple(q), norm), lr=eta), norm)
+                (fl.Algorithm(aggregate.Weighted(tuple(q), norm), lr=eta), norm)
                 for norm in (False, True)}
         avail = lambda s, pi=pi: participation.bernoulli(pi, rounds, s)  # noqa: E731
         res = fl.run(task, {k: a for k, (a, _) in algs.items()}, seeds=list(seeds), rounds=rounds,

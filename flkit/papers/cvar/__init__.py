@@ -69,10 +69,13 @@ mnist         the page of Figs. 3-4 (the reading of the rare classes; its diagno
 fmnist_table  the page of Table 1 (the document's numbers beside ours; its five statements)
 diagnosis     Figs. 3-4: the runs that tell the explanations of the small rare-class gain apart
 weights       Figs. 3-4: the gradient weight each user group received, read off the stored thresholds
+sweeps        what ``python -m flkit.sweep cvar <experiment>`` runs: the options, the estimate, the pack for a GPU
+              window
 
 A page imports its module by name (``from flkit.papers.cvar import mnist``); each page module has `PROFILES`
-and `profile(name, **overrides)`. The package itself exports only what the sweep script, the ledger and the chapter
-"Across the documents" use to run the chapter's runs (`settings`, `run_configs`, `run_batch`, `sweep`, `prepare`, ...).
+and `profile(name, **overrides)`. The package itself exports only what the sweep (`sweeps`), the ledger and the
+chapter "Across the documents" use to run the chapter's runs (`settings`, `run_configs`, `run_batch`, `sweep`,
+`prepare`, ...).
 """
 from __future__ import annotations
 

@@ -272,7 +272,7 @@ def sweep(s: Mapping, *, root=None, device="auto", compute_missing: bool = True,
     missing = [c for c in configs if not store.done(c)]
     if missing and not compute_missing:
         raise FileNotFoundError(f"{len(missing)} of {len(configs)} runs of {s['experiment']} ({s['profile']}) are not "
-                                f"in {store.name}; run scripts/cvar_sweep.py or set compute_missing=True")
+                                f"in {store.name}; run python -m flkit.sweep cvar or set compute_missing=True")
     print(f"{s['experiment']} ({s['profile']}): {len(configs) - len(missing)} of {len(configs)} runs stored in "
           f"{store.name}, {len(missing)} to compute")
     ckpt_dir = store.root.parent / "checkpoints"

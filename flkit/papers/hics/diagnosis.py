@@ -18,8 +18,8 @@ candidate causes, each with a variant of the sampler that removes it:
   some classes. Variant ``gamma0 = 0``: uniform :math:`\pi` (draw unchanged);
 * **the temperature** of Eq. 7, which sets how spread out :math:`\hat H` is. Variant ``T/2``: T = 0.00125,
   the temperature at which the first-round estimates of the entropy page are closest to the true entropy;
-* and the authors' implementation as a whole (variant ``code``: :class:`flkit.sample.HiCS`
-  ``variant="code"``, with the updates refreshed every round, the code's rule for a single-alpha partition).
+* and the authors' implementation as a whole (variant ``code``: :class:`flkit.sample.HiCSAuthors`, with the
+  updates refreshed every round, the code's rule for a single-alpha partition).
 
 Everything else is the FMNIST page's profile (its stand-in model, clients, partitions, rounds), with the
 same seeds: a variant's run of seed s shares the partition, the initial model and every client's minibatches
@@ -83,7 +83,7 @@ class Logged:
     the clients' label counts; ``log``: one dict per (round, run). Not frozen (it keeps the log): a run's
     numbers are those of the wrapped sampler, which it calls unchanged."""
 
-    def __init__(self, inner: sample.HiCS, counts: np.ndarray):
+    def __init__(self, inner: sample.HiCSBase, counts: np.ndarray):
         self.inner, self.counts, self.log = inner, np.asarray(counts), []
         self.H = true_entropy(self.counts / self.counts.sum(1, keepdims=True))
 

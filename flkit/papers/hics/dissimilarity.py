@@ -34,7 +34,7 @@ beta = 1.0, rho = 0.13, kappa = 0.14 and beta = 1.5, rho = 0.025, kappa = 0.022,
 The document's CNN trains the 250 clients of a round together on a GPU (:func:`fig6_task`: 8 sequential local steps
 a round instead of 2,000); on one CPU thread it takes about a minute a round, 8 h for the 500 rounds (extrapolated in
 :mod:`flkit.owed`), so the page runs multinomial logistic regression (:func:`flkit.models.logreg`) as a labelled
-stand-in; the CNN is owed (``scripts/hics_fig6.py``, ledger item ``hics-fig6-paper``).
+stand-in; the CNN is owed (``python -m flkit.sweep hics-fig6``, ledger item ``hics-fig6-paper``).
 
 **Envelopes.** For a fixed :math:`\beta` the curve :math:`y = \kappa - \rho u`, :math:`u = e^{\beta(x - \ln C)}`, is
 linear in :math:`(\kappa, \rho)`: :func:`tight_envelope` finds the curve of least area over :math:`[0, \ln C]` lying

@@ -436,8 +436,8 @@ def first_clustering(table: pd.DataFrame, part: Partition, alphas, *, t: int, hi
     H = true_entropy(label_fractions(part))
     rows = [dict(group=m, clients=int((labels == m).sum()),
                  largest_alpha=int((alpha[labels == m] == max(alphas)).sum()),
-                 alphas=", ".join(f"{a:g} x{int(c)}" for a,
-                                  c in zip(*np.unique(alpha[labels == m], return_counts=True))),
+                 alphas=", ".join(f"{a:g} x{int(c)}"
+                                  for a, c in zip(*np.unique(alpha[labels == m], return_counts=True))),
                  mean_H=float(H[labels == m].mean()), H_bar=float(H_bar[m]), pi=float(pi[m]))
             for m in range(len(H_bar))]
     return pd.DataFrame(rows).sort_values("H_bar", ascending=False, ignore_index=True)

@@ -1,6 +1,6 @@
-r"""The experiments of the MIFA chapter's theory page: each runs the chapter's methods (through
-`flkit.papers.mifa.methods.simulate`, ZeroSARAH through `flkit.papers.mifa.zerosarah.run`) on a quadratic of
-`flkit.tasks` and returns a tidy table (round, metric, value and the run's columns) for the results store.
+r"""The experiments of the MIFA chapter's theory page: each runs the chapter's methods (ZeroSARAH among them)
+through `flkit.papers.mifa.methods.simulate` on a quadratic of `flkit.tasks` and returns a tidy table (round,
+metric, value and the run's columns) for the results store.
 
 * :func:`error_floor`: constant-step runs on a grid of step sizes and participation probabilities, the time
   averages of :math:`\|\nabla f(w_t)\|^2` the error-floor statements are about;
@@ -20,8 +20,7 @@ import torch
 
 from flkit import aggregate, fl, participation
 from flkit.papers import settings
-from flkit.papers.mifa import zerosarah
-from flkit.papers.mifa.methods import ZEROSARAH, apply_rule, bernoulli_masks, simulate, uniform_k_masks
+from flkit.papers.mifa.methods import apply_rule, bernoulli_masks, simulate, uniform_k_masks
 from flkit.seeding import rng
 from flkit.tasks import QuadraticTask
 
@@ -171,11 +170,10 @@ def table_error_growth(ps, *, rounds: int, runs: int, n: int = 10, seed: int = 0
 def step_size_sweep(task: QuadraticTask, methods: Sequence[str], *, eta_L, seeds, rounds: int, b: int = 1,
                     tol: float = 1e-3) -> pd.DataFrame:
     """Every method at every step size eta = eta_L / L and seed, b clients per round uniformly without
-    replacement (p_i = b/n; the same masks for every method), for `rounds` rounds from w_0 = 0; "zerosarah"
-    runs through :func:`flkit.papers.mifa.zerosarah.run` (lambda = b/(2n)), the others through
-    :func:`flkit.papers.mifa.methods.simulate`. "stable" = 1 when the run never diverged and
-    ends with ||grad f||^2 <= tol x its initial value (a bounded but non-converging orbit does not count);
-    "final_ratio" = final / initial ||grad f||^2 (-1: diverged)."""
+    replacement (p_i = b/n; the same masks for every method), for `rounds` rounds from w_0 = 0
+    (:func:`flkit.papers.mifa.methods.simulate`; "zerosarah" with lambda = b/(2n)). "stable" = 1 when the run
+    never diverged and ends with ||grad f||^2 <= tol x its initial value (a bounded but non-converging orbit does
+    not count); "final_ratio" = final / initial ||grad f||^2 (-1: diverged)."""
     eta_L, seeds = settings.positive(eta_L, "eta_L"), settings.seeds(seeds)
     settings.positive_int(rounds, "rounds")
     settings.positive(tol, "tol")
@@ -185,16 +183,12 @@ def step_size_sweep(task: QuadraticTask, methods: Sequence[str], *, eta_L, seeds
     n = task.n
     mask = uniform_k_masks(runs["seed"].tolist(), b, rounds, n)
     eta = runs["eta_L"].to_numpy() / task.L
-    others = [m for m in methods if m != ZEROSARAH]
-    res = (simulate(task, others, seeds=runs["seed"].tolist(), eta=eta, p=b / n, mask=mask, rounds=rounds, every=rounds)
-           if others else None)
-    zs = zerosarah.run(task, eta=eta, mask=mask, every=rounds) if ZEROSARAH in methods else None
+    res = simulate(task, methods, seeds=runs["seed"].tolist(), eta=eta, p=b / n, mask=mask, rounds=rounds, every=rounds)
     frames = []
     for m in methods:
-        r = zs if m == ZEROSARAH else res
-        g = r.values[m]["grad_norm2"]
+        g = res.values[m]["grad_norm2"]
         ratio = g[-1] / g[0]
-        stable = (r.diverged[m] < 0) & np.isfinite(ratio) & (ratio <= tol)
+        stable = (res.diverged[m] < 0) & np.isfinite(ratio) & (ratio <= tol)
         for k, v in (("stable", stable.astype(float)), ("final_ratio", np.where(np.isfinite(ratio), ratio, -1.0))):
             frames.append(runs.assign(method=m, round=rounds, metric=k, value=v))
     return pd.concat(frames, ignore_index=True).assign(n=n)
@@ -206,9 +200,8 @@ def rounds_to_epsilon(task: QuadraticTask, method: str, *, eta_L, seeds, max_rou
     seed; b clients per round uniformly without replacement (FedPGD, SAGA/U-MIFA, MIFA) or all (FedGD).
     The runs stop at stop_factor x the first round by which the median seed of some step size has hit.
     Rows: "hit_round" (-1: not within the rounds run) and "client_updates" (client gradients computed
-    until then: one per participation; ZeroSARAH, method "zerosarah" (:func:`flkit.papers.mifa.zerosarah.run`,
-    lambda = b/(2n)),
-    computes two, at x_t and x_{t-1}) per run."""
+    until then: one per participation; ZeroSARAH, method "zerosarah" (lambda = b/(2n)), computes two, at x_t and
+    x_{t-1}, except in its first round) per run."""
     eta_L, seeds = settings.positive(eta_L, "eta_L"), settings.seeds(seeds)
     settings.positive_int(max_rounds, "max_rounds")
     if not 0 < eps_rel < 1:
@@ -223,13 +216,8 @@ def rounds_to_epsilon(task: QuadraticTask, method: str, *, eta_L, seeds, max_rou
     eps = eps_rel * float(task.metrics(w0)[metric][0])
     mask = uniform_k_masks(runs["seed"].tolist(), b, max_rounds, n)
     eta, groups = runs["eta_L"].to_numpy() / task.L, pd.factorize(runs["eta_L"])[0]
-    if method == ZEROSARAH:
-        res = zerosarah.run(task, eta=eta, mask=mask, every=max_rounds, target=(metric, eps), stop_factor=stop_factor,
-                        stop_groups=groups)
-    else:
-        res = simulate(task, [method], seeds=runs["seed"].tolist(), eta=eta, p=b / n, mask=mask, b=b,
-                       rounds=max_rounds, every=max_rounds, target=(metric, eps), stop_factor=stop_factor,
-                       stop_groups=groups)
+    res = simulate(task, [method], seeds=runs["seed"].tolist(), eta=eta, p=b / n, mask=mask, b=b, rounds=max_rounds,
+                   every=max_rounds, target=(metric, eps), stop_factor=stop_factor, stop_groups=groups)
     out = res.outcomes(runs)
     return out[out["metric"].isin(["hit_round", "client_updates"])].assign(n=n, eps=eps)
 

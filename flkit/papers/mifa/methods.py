@@ -23,6 +23,8 @@ method                 aggregate :math:`G_t`                                    
 ``umifam_saga``        ``umifa_saga`` with momentum                                                  n x d (+d)
 ``fedgd``              mean over all n clients (full participation)                                 none
 ``fedpgd``             mean over b clients drawn uniformly without replacement                      none
+``zerosarah``          ZeroSARAH: gradients at :math:`w_t` and :math:`w_{t-1}` and a table          n x d (+2d)
+                       (`flkit.aggregate.ZeroSARAH`, :math:`\lambda = b/(2n)`)
 =====================  =========================================================================  =========
 
 Memory. Every MIFA-type method keeps one stored update per client on the server: an (n, d) table
@@ -46,7 +48,9 @@ of them rows of one runs axis. The two problems train their clients in closed fo
 tasks): the quadratics exactly, the softmax regression with a batched closed-form gradient that trains the
 models of all methods side by side (one matrix product per minibatch). Everything runs on the CPU (the
 problems are small): the notebooks' ``device`` parameter is accepted and not used. ZeroSARAH, the non-convex
-table's fourth method, has its own loop (`flkit.papers.mifa.zerosarah`).
+table's fourth method, is a rule of `flkit.aggregate` like the others; it reads each sampled client's gradient at
+the previous model through the round loop's probe, so a participation costs it two client gradients (one in a
+run's first round), and :func:`simulate` counts them.
 """
 from __future__ import annotations
 
@@ -64,7 +68,7 @@ from flkit.aggregate import TableState, Updates
 from flkit.papers import settings
 
 __all__ = ["Method", "METHODS", "LABELS", "ZEROSARAH", "method", "apply_rule", "bernoulli_masks", "uniform_k_masks",
-           "Result", "simulate", "first_median_hit"]
+           "Result", "simulate", "two_gradients", "first_median_hit"]
 
 
 # ================================================================================================
@@ -74,8 +78,9 @@ __all__ = ["Method", "METHODS", "LABELS", "ZEROSARAH", "method", "apply_rule", "
 class Method:
     """A method of document 002: its aggregation rule, momentum, and own participation (if any).
 
-    rule: "is" | "active" | "mifa" | "umifa" | "saga" (the `flkit.aggregate` rules KnownP, FedAvg, MIFA,
-    UMIFA("literal"), UMIFA("saga")); momentum: server heavy-ball momentum (`aggregate.Momentum`).
+    rule: "is" | "active" | "mifa" | "umifa" | "saga" | "zerosarah" (the `flkit.aggregate` rules KnownP, FedAvg,
+    MIFA, UMIFA("literal"), UMIFA("saga"), ZeroSARAH()); momentum: server heavy-ball momentum
+    (`aggregate.Momentum`).
     participation: None = the experiment's mask (the same clients on the same rounds for every method);
     "full" = every client every round (FedGD); "uniform_k" = b clients uniformly without replacement (FedPGD)."""
     name: str
@@ -87,11 +92,12 @@ class Method:
     @property
     def memory(self) -> bool:
         """True when the server keeps one stored update per client (n x d floats per run)."""
-        return self.rule in ("mifa", "umifa", "saga")
+        return self.rule in ("mifa", "umifa", "saga", "zerosarah")
 
     def aggregator(self, beta: float = 0.0):
         base = {"is": aggregate.KnownP, "active": aggregate.FedAvg, "mifa": aggregate.MIFA,
-                "umifa": lambda: aggregate.UMIFA("literal"), "saga": lambda: aggregate.UMIFA("saga")}[self.rule]()
+                "umifa": lambda: aggregate.UMIFA("literal"), "saga": lambda: aggregate.UMIFA("saga"),
+                "zerosarah": aggregate.ZeroSARAH}[self.rule]()
         return aggregate.Momentum(base, float(beta)) if self.momentum else base
 
 
@@ -106,9 +112,10 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     Method("umifam_saga", "U-MIFAm (SAGA memory)", "saga", momentum=True),
     Method("fedgd", "FedGD (all clients)", "active", participation="full"),
     Method("fedpgd", "FedPGD (b clients)", "active", participation="uniform_k"),
+    Method("zerosarah", "ZeroSARAH", "zerosarah"),
 )}
-ZEROSARAH = "zerosarah"      # the non-convex table's ZeroSARAH: `flkit.papers.mifa.zerosarah`, not `simulate`
-LABELS = {k: m.label for k, m in METHODS.items()} | {ZEROSARAH: "ZeroSARAH"}
+ZEROSARAH = "zerosarah"      # the non-convex table's ZeroSARAH
+LABELS = {k: m.label for k, m in METHODS.items()}
 
 
 def method(name) -> Method:
@@ -152,8 +159,8 @@ def uniform_k_masks(seeds: Sequence[int], k: int, rounds: int, num_clients: int)
 class Result:
     """Output of :func:`simulate`. values[method][metric]: (K, R) array at rounds `rounds` (K,);
     hit[method]: (R,) first round at which the target was met (-1: never); diverged[method]: (R,) first
-    round at which the run was declared diverged (-1: never); evals[method]: (R,) client updates computed
-    until the target was hit (or until the end); wall_s: seconds."""
+    round at which the run was declared diverged (-1: never); evals[method]: (R,) client gradients computed
+    until the target was hit (or until the end): one per participation, two for ZeroSARAH; wall_s: seconds."""
     rounds: np.ndarray
     values: dict
     hit: dict
@@ -265,9 +272,20 @@ def simulate(task, methods: Sequence[str], *, seeds: Sequence[int], eta, p, roun
     back = lambda d, mm: np.stack([d[where[(mm.name, r)][0]][..., where[(mm.name, r)][1]] for r in range(R)], -1)  # noqa: E731
     values = {mm.name: {k: back({a: res.values[a][k] for a in algorithms}, mm)
                         for k in next(iter(res.values.values()))} for mm in meths}
+    evals = {mm.name: back(res.evals, mm) for mm in meths}
+    if ZEROSARAH in evals:
+        evals[ZEROSARAH] = two_gradients(evals[ZEROSARAH], mask)
     return Result(rounds=res.rounds, values=values, hit={mm.name: back(res.hit, mm) for mm in meths},
-                  diverged={mm.name: back(res.diverged, mm) for mm in meths},
-                  evals={mm.name: back(res.evals, mm) for mm in meths}, wall_s=res.wall_s)
+                  diverged={mm.name: back(res.diverged, mm) for mm in meths}, evals=evals, wall_s=res.wall_s)
+
+
+def two_gradients(updates: np.ndarray, mask: Tensor) -> np.ndarray:
+    """ZeroSARAH's client gradients from its client updates (R,) counted by `flkit.fl.run` (mask (R, T, n) its
+    participation): two per participation, at the model and at the previous one, except in a run's first round
+    with participants, where the two models coincide (x_{-1} = x_0): 2 updates - (that round's participants)."""
+    per_round = mask.sum(-1)                                   # (R, T)
+    first = per_round.gather(1, (per_round > 0).long().argmax(1, keepdim=True))[:, 0].numpy()
+    return np.where(updates > 0, 2 * updates - first, 0.0)
 
 
 def _row_order(algorithms, seed_lists, where, meths, R) -> Tensor:
