@@ -166,8 +166,9 @@ class FedAU:
     As in the authors' code (IBM/fedau, main.py): :math:`\omega = 1` until the first interval is recorded,
     and in each round the weight is read *before* that round's participation is recorded. This is also
     Algorithm 2 as printed (its :math:`\omega_t^n` uses :math:`\mathbb I_0^n, \dots, \mathbb I_{t-1}^n` and
-    starts at :math:`\omega_0^n = 1`): the two agree in every round (tests/test_fedau_weights.py). Per round and client: participated -> record the interval gap + 1, gap <- 0; else gap <- gap
-    + 1 and, when gap reaches K, record K and gap <- 0. O(1) scalars per client."""
+    starts at :math:`\omega_0^n = 1`): the two agree in every round (tests/test_fedau_weights.py). Per round and
+    client: participated -> record the interval gap + 1, gap <- 0; else gap <- gap + 1 and, when gap reaches K,
+    record K and gap <- 0. O(1) scalars per client."""
     K: int | None = None
 
     def __post_init__(self):

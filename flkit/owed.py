@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -336,8 +336,8 @@ ITEMS = [
          "measured: 0.98 s per client training of the CNN on one thread of this CPU, one client at a time as "
          "the CNN trains on a CPU (results/benchmarks/hics_paper_estimate_cpu.csv; its clients trained together: "
          "1.08 s) x 12,000 trainings (3.3 h), and 43.3 s per evaluation of the 70,000 "
-         "images x 2,400 run-method rounds (29 h: every round is evaluated)", cpu_measured=True, data=("fashion-mnist",),
-         part_of="hics-fmnist-paper"),
+         "images x 2,400 run-method rounds (29 h: every round is evaluated)", cpu_measured=True,
+         data=("fashion-mnist",), part_of="hics-fmnist-paper"),
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
          "book/cvar/fmnist_table",
          "python -m flkit.sweep cvar fmnist --profile paper --device cuda --max-minutes 8.5",
@@ -383,7 +383,8 @@ ITEMS = [
          "cost, 52 min; pow-d's loss probe, 8 min; ~172 min in all",
          (1.34e9 * _HICS_MS_PER_SAMPLE + 1.9e9 * _HICS_MS_PER_FORWARD) / 6e4 / 12,
          "extrapolated from the HiCS-FL FMNIST CNN's measured 0.29 ms per training sample and 0.62 ms per "
-         "evaluation forward on this CPU (not measured: no CIFAR-100 files here)", data=("cifar100",), needs="the CIFAR-100 files"),
+         "evaluation forward on this CPU (not measured: no CIFAR-100 files here)", data=("cifar100",),
+         needs="the CIFAR-100 files"),
     Owed("cvar-fig2-causes", "003", "Fig. 2's two quirks separated: zero init alone, double softmax alone, both, "
          "neither, the linear softmax model (with and without the quirks), 3 panels x 5 seeds x 2 methods",
          "book/cvar/synthetic_2d",
@@ -429,7 +430,8 @@ ITEMS = [
          "6e7 training samples (6.8 h), 50 x 250 full-batch gradients on 240 images (3e6 samples, ~20 min) and 50 "
          "test evaluations (~5 min): about 7.3 h",
          data=("fashion-mnist",)),
-    Owed("cvar-mnist-authors-ram", "003", "Sensitivity check of Figs. 3-4: 4000 rounds, 5 seeds, with the authors' 30-user "
+    Owed("cvar-mnist-authors-ram", "003",
+         "Sensitivity check of Figs. 3-4: 4000 rounds, 5 seeds, with the authors' 30-user "
          "RAM vector of their 2-D notebook (the document gives no MNIST vector; the authors' MNIST script draws one at "
          "random, as the page's stored runs do)", "book/cvar/mnist",
          "python -m flkit.sweep cvar mnist --profile paper --set ram=authors --device cuda --max-minutes 8.5",
@@ -472,7 +474,8 @@ ITEMS = [
          "decides the book's own comparison of the rules for unknown participation statistics under document 003's "
          "RAM (which rule lifts the rare classes); no document's item depends on it",
          223 / 60 / 20, "estimated from the Fed-CVaR-Avg chapter's stored runs of the same local training (223 s for "
-         "a batch of 20 runs of 4000 rounds on a GPU); the server rules add little (MIFA's table: 30 x 118k floats a run)",
+         "a batch of 20 runs of 4000 rounds on a GPU); the server rules add little "
+         "(MIFA's table: 30 x 118k floats a run)",
          _CVAR_SCALING_CPU_MIN,
          "measured: the chapter's runs of the same local training, " + _CVAR_SCALING_CPU_BASIS + "; a 6-round "
          "trial of this item's own 18 runs of the reduced profile (flkit.sweep rare-users) took 178 s on one "
@@ -576,7 +579,8 @@ def report_files(before: dict, after: dict, root: Path, out=print) -> list[Path]
         return changed
     scratch = lambda p: (root / "tmp") in p.parents  # noqa: E731
     keep = [p for p in changed if not scratch(p)]
-    for title, files in (("to commit", keep), ("scratch (results/tmp, git-ignored)", [p for p in changed if scratch(p)])):
+    tmp_files = [p for p in changed if scratch(p)]
+    for title, files in (("to commit", keep), ("scratch (results/tmp, git-ignored)", tmp_files)):
         if files:
             out(f"{title}:")
             for p in files:

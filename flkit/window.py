@@ -183,7 +183,7 @@ def pack(root, before: dict, out, *, log=None, notes: list[str] = (), part_bytes
                 parts.append((name, len(chunk)))
         tmp.unlink()
     digest = _file_sha256_parts(out, [n for n, _ in parts]) if parts else ""
-    man = [f"# flkit GPU window: what came back; here: python -m flkit.window unpack <this folder>",
+    man = ["# flkit GPU window: what came back; here: python -m flkit.window unpack <this folder>",
            f"written\t{time.strftime('%Y-%m-%dT%H:%M:%S%z')}"]
     man += [f"note\t{n}" for n in notes]
     if parts:

@@ -102,7 +102,8 @@ def _rel(p: Path) -> str:
 
 
 TOC = REPO / "_toc.yml"
-_TOC_BLOCK = re.compile(r"(\n( *)- file: book/appendix/api/index\n\2  sections:\n)((?:\2    - file: book/appendix/api/\S+\n)*)")
+_TOC_BLOCK = re.compile(r"(\n( *)- file: book/appendix/api/index\n\2  sections:\n)"
+                        r"((?:\2    - file: book/appendix/api/\S+\n)*)")
 
 
 def toc_text(text: str) -> str:

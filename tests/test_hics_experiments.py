@@ -32,7 +32,8 @@ def test_profiles():
     with pytest.raises(ValueError, match="lr"):
         fmnist.profile("reduced", lr=-1.0)
     assert fmnist.profile("paper")["divfl_table1_rounds"] == 600
-    assert fmnist.profile("reduced")["divfl_table1_rounds"] is None and fmnist.profile("smoke")["divfl_table1_rounds"] is None
+    assert fmnist.profile("reduced")["divfl_table1_rounds"] is None
+    assert fmnist.profile("smoke")["divfl_table1_rounds"] is None
     for bad in (12, 600.0, True, "600"):
         with pytest.raises(ValueError, match=r"divfl_table1_rounds must be None .* an int >= 13"):
             fmnist.profile("reduced", divfl_table1_rounds=bad)
@@ -45,7 +46,8 @@ def test_jobs_of_reduced_profile():
     js = fmnist.jobs(fmnist.profile("reduced"))
     groups = pd.Series([j["group"] for j in js]).value_counts().to_dict()
     assert groups == {"main": 9, "divfl": 9, "lr_alt": 1}
-    assert all(j["methods"] == ["random", "pow-d", "CS", "HiCS-FL"] and j["lr"] == 0.001 for j in js if j["group"] == "main")
+    assert all(j["methods"] == ["random", "pow-d", "CS", "HiCS-FL"] and j["lr"] == 0.001
+               for j in js if j["group"] == "main")
     assert [(j["setting"], j["seed"]) for j in js if j["group"] == "divfl"] == [(s, i) for s in ("(1)", "(2)", "(3)")
                                                                               for i in (0, 1, 2)]
     assert len({str(sorted(j.items())) for j in js}) == len(js)
@@ -71,7 +73,8 @@ def test_jobs_of_paper_profile():
     # client trainings: K per round for the four cheap methods; DivFL with the document's one-step gradient proxy:
     # the K selected plus N full-batch gradients, each one pass over a client's data (1/R of a training)
     assert all(j["divfl_proxy"] == "gradient" for j in js if j["group"] == "divfl")
-    assert fmnist.client_trainings(fmnist.profile("paper")) == (9 * 4 + 2) * 5 * 200 + (6 * 200 + 3 * 600) * (5 + 50 / 2) == 128_000
+    assert (fmnist.client_trainings(fmnist.profile("paper"))
+            == (9 * 4 + 2) * 5 * 200 + (6 * 200 + 3 * 600) * (5 + 50 / 2) == 128_000)
     # with the full-update proxy N + K (the probe trains every client, then the selected train)
     assert fmnist.client_trainings(fmnist.profile("paper", divfl_proxy="update")) == 38_000 + 3000 * 55 == 203_000
 
@@ -174,7 +177,8 @@ def test_claim_checks_include_divfl_only_with_hics_seeds():
     assert sum("DivFL" in w for w in whats) == 2 and all("setting (2)" in w for w in whats if "DivFL" in w)
     assert len(whats) == 2 * 3 * 2 + 2 + 1
     short = rt[~((rt.method == "DivFL") & (rt.seed > 0))]                 # DivFL with one seed: left out
-    assert not any("DivFL" in c.what for c in fmnist.claim_checks(short, vr[~((vr.method == "DivFL") & (vr.seed > 0))], 200))
+    short_vr = vr[~((vr.method == "DivFL") & (vr.seed > 0))]
+    assert not any("DivFL" in c.what for c in fmnist.claim_checks(short, short_vr, 200))
 
 
 def test_claim_words_group_checks_by_claim_and_baseline():
@@ -226,7 +230,8 @@ def test_table1_counts_divfl_after_the_common_horizon():
     sp = chk["Table 1: FMNIST, speed-up, DivFL (ideal)"][0]
     assert sp.ours == pytest.approx(np.mean([148 / 477, 149 / 478, 150 / 479]), abs=1e-12)
     # cut to the common horizon, DivFL does not reach 0.75; the cell names its own horizon
-    assert fmnist.table1(fmnist.truncate(table, 200), 0.75).loc["DivFL", "ours: rounds to 0.750"] == "not reached in 200 rounds"
+    cut = fmnist.table1(fmnist.truncate(table, 200), 0.75)
+    assert cut.loc["DivFL", "ours: rounds to 0.750"] == "not reached in 200 rounds"
     never = table[~((table.method == "DivFL") & (table.metric == "test_acc"))]
     never = pd.concat([never, pd.DataFrame(sum((_rows("divfl", "(2)", "DivFL", s, np.full(601, 0.5), [])
                                                 for s in (0, 1, 2)), []))])
@@ -246,7 +251,8 @@ def test_truncation_gives_the_200_round_numbers():
             for seed in (0, 1, 2):
                 T = 600 if m == "DivFL" else 200
                 acc = _ramp(cross + 3 * seed, T) + rng.normal(0, 0.002, T + 1)
-                loss = 1 / (1 + np.arange(T + 1) / 50) + rng.normal(0, 0.01 * (1 + (m == "DivFL") * 5 * (np.arange(T + 1) > 200)))
+                loss = 1 / (1 + np.arange(T + 1) / 50) + rng.normal(
+                    0, 0.01 * (1 + (m == "DivFL") * 5 * (np.arange(T + 1) > 200)))
                 long += _rows(g, s, m, seed, acc, loss)
                 short += _rows(g, s, m, seed, acc[:201], loss[:201])
     short, long = pd.DataFrame(short), pd.DataFrame(long)
@@ -274,7 +280,8 @@ def test_longer_divfl_run_starts_as_the_shorter_one():
     out = {}
     for T in (6, 12):
         task = _tiny_task()
-        res = fl.run(task, fmnist.algorithms(task, dict(k=2, rounds=T), ["DivFL", "random"]), seeds=[1], rounds=T, every=1)
+        res = fl.run(task, fmnist.algorithms(task, dict(k=2, rounds=T), ["DivFL", "random"]), seeds=[1], rounds=T,
+                     every=1)
         t = res.tidy()
         out[T] = t[t["metric"].isin(["test_acc", "train_loss"])].reset_index(drop=True)
     assert out[12]["round"].max() == 12
@@ -359,10 +366,11 @@ def test_fmnist_jobs_keep_their_stored_configs():
         for j in fmnist.jobs(fmnist.profile(name)):
             extra = ["divfl_proxy"] if j["group"] == "divfl" and proxy != "update" else []
             assert list(j) == _FMNIST_KEYS + extra and j["experiment"] == "fmnist_training"
-    assert fmnist.jobs(fmnist.profile("reduced", table1_rounds=13)) == fmnist.jobs(fmnist.profile("reduced"))   # not above rounds
+    # not above rounds
+    assert fmnist.jobs(fmnist.profile("reduced", table1_rounds=13)) == fmnist.jobs(fmnist.profile("reduced"))
     adam = fmnist.jobs(fmnist.profile("smoke", opt="adam", prox_mu=0.1))        # an override is part of the config
-    assert all(set(j) - {"divfl_proxy"} == {*_FMNIST_KEYS, "opt", "prox_mu"} and (j["opt"], j["prox_mu"]) == ("adam", 0.1)
-               for j in adam)
+    assert all(set(j) - {"divfl_proxy"} == {*_FMNIST_KEYS, "opt", "prox_mu"}
+               and (j["opt"], j["prox_mu"]) == ("adam", 0.1) for j in adam)
 
 
 _DATASETS = "['cifar10', 'cifar100', 'fashion-mnist']"

@@ -251,7 +251,8 @@ def test_finding_words_follow_the_checks():
     assert common.and_list(["a", "b", "c"]) == "a, b and c" and common.and_list([]) == ""
     with pytest.raises(ValueError, match="starts with"):
         common.outcomes(checks, item, "FedAvg")
-    assert common.outcomes(checks, item, "FedAvg", required=False) == {} == common.outcomes(checks, "Fig. 9", "a", False)
+    assert (common.outcomes(checks, item, "FedAvg", required=False) == {}
+            == common.outcomes(checks, "Fig. 9", "a", False))
     with pytest.raises(ValueError, match="no checks under item"):
         common.item_word(checks, "Fig. 9", "a", "b")
 
@@ -263,7 +264,8 @@ def test_diverged_runs_and_claim_word():
     assert common.diverged_runs(df, ["umifa"]) == (2, 2) and common.diverged_runs(df, ["mifa", "umifa"]) == (3, 3)
     assert common.diverged_runs(df[df["value"] < 2], ["umifa"]) == (0, 2)
     every = [0.01, 0.1, 0.5]
-    assert common.umifam_claim_word([], [0.01, 0.1], every) == "holds only in the SAGA-memory reading, and only at p = 0.01 and 0.1"
+    assert (common.umifam_claim_word([], [0.01, 0.1], every)
+            == "holds only in the SAGA-memory reading, and only at p = 0.01 and 0.1")
     assert common.umifam_claim_word([], every, every) == "holds only in the SAGA-memory reading"
     assert common.umifam_claim_word([], [], every) == "holds in neither reading"
     assert common.umifam_claim_word([0.5], [], every) == "holds for U-MIFAm as written at p = 0.5"
@@ -277,7 +279,8 @@ def test_momentum_answer():
 
 
 def _zerosarah_reference(A, B, lam_task, x0, eta, idx, lam, lam0):
-    """ZeroSARAH written out for one run in numpy: idx[t] = the clients of round t. Returns x_0..x_T and v_0..v_{T-1}."""
+    """ZeroSARAH written out for one run in numpy: idx[t] = the clients of round t. Returns x_0..x_T and
+    v_0..v_{T-1}."""
     n, d = A.shape
 
     def g(i, w):
@@ -420,7 +423,8 @@ def test_zerosarah_rejects_bad_inputs():
         fl.run(task, {"z": fl.Algorithm(aggregate.ZeroSARAH(), sampler=sample.ProportionalK(8, replace=True))},
                seeds=[0], rounds=2)
     with pytest.raises(ValueError, match=r"b \(clients per round\) must lie in \[1, 4\], got 5"):
-        experiments.rounds_to_epsilon(task, "zerosarah", eta_L=[0.1], seeds=[0], max_rounds=5, metric="gap", eps_rel=0.1, b=5)
+        experiments.rounds_to_epsilon(task, "zerosarah", eta_L=[0.1], seeds=[0], max_rounds=5, metric="gap",
+                                      eps_rel=0.1, b=5)
 
 
 def test_zerosarah_fits_the_step_and_complexity_tables():

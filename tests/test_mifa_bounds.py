@@ -113,6 +113,7 @@ def test_cost_slope_and_zerosarah_checks():
     s, se = bounds.cost_slope(piv, boot=50)
     assert s == pytest.approx(0.5, abs=1e-9) and se < 1e-9
     assert bounds.best_cost(piv)["eta_L"].tolist() == [1.0, 1.0, 1.0]
-    sl = pd.DataFrame({"slope": [0.55, 0.9], "se": [0.02, 0.02]}, index=pd.Index(["nonconvex", "nonconvex_hetH"], name="kind"))
+    sl = pd.DataFrame({"slope": [0.55, 0.9], "se": [0.02, 0.02]},
+                      index=pd.Index(["nonconvex", "nonconvex_hetH"], name="kind"))
     cs = bounds.zerosarah_sqrt_checks(sl, 0.1, 64)["Non-convex table: ZeroSarah, complexity"]
     assert [c.verdict for c in cs] == ["agrees", "differs", "agrees"]

@@ -33,8 +33,9 @@ from flkit.papers.mifa.common import HETERO, SLOPE_TOL, fit_slope
 from flkit.papers.mifa.methods import apply_rule, simulate
 from flkit.seeding import rng
 
-__all__ = ["Z", "ROUNDING", "best_cost", "cost_slope", "trajectory", "derivation_i_lines", "derivation_i_table", "derivation_i_checks", "table_states",
-           "general_table", "general_checks", "gd_step_sweep", "gd_step_checks", "zerosarah_sqrt_checks"]
+__all__ = ["Z", "ROUNDING", "best_cost", "cost_slope", "trajectory", "derivation_i_lines", "derivation_i_table",
+           "derivation_i_checks", "table_states", "general_table", "general_checks", "gd_step_sweep",
+           "gd_step_checks", "zerosarah_sqrt_checks"]
 
 Z = 3.0     # Monte Carlo margin of the one-sided checks, in standard errors
 
@@ -145,16 +146,18 @@ def derivation_i_checks(tab: pd.DataFrame) -> list:
         r = g.loc[g["z"].idxmax()]
         out.append(claims.mc_bound(
             f"p={p}, eta L={eL:g}: E f(w_(t+1)) - f(w_t) <= -(eta/2)||grad f||^2 + (eta^2 L c/2) sigma_G^2 at all "
-            f"{len(g)} states (tightest: {r['state']}; slack ratio there {r['slack']:.3g}, median {g['slack'].median():.3g})",
+            f"{len(g)} states (tightest: {r['state']}; slack ratio there {r['slack']:.3g}, "
+            f"median {g['slack'].median():.3g})",
             r["mc"], r["final"], r["mc_se"], z=Z))
     zv = float(((tab["EG2_mc"] - tab["EG2"]) / tab["EG2_se"]).abs().max())
     out.append(claims.holds(f"line 4: E||G_t||^2 = ||grad f||^2 + (1/n^2)(1/p - 1) sum_i ||grad f_i||^2 (Monte Carlo, "
-                            f"max |z| = {zv:.2f} over {len(tab)} states)", zv <= 4, "every |Monte Carlo - formula| / s.e. <= 4",
-                            ours=zv, reference=4.0))
+                            f"max |z| = {zv:.2f} over {len(tab)} states)", zv <= 4,
+                            "every |Monte Carlo - formula| / s.e. <= 4", ours=zv, reference=4.0))
     order = bool(((tab["exact"] <= tab["smooth"] + 1e-12) & (tab["smooth"] <= tab["split"] + 1e-12)).all()
                  and ((cond["split"] <= cond["final"] + 1e-12).all()))
-    out.append(claims.holds("the chain: exact <= smoothness bound = variance line <= split line <= final line (the last "
-                            "under eta L (1 + c) <= 1), at every state", order, "exact inequalities between the lines"))
+    out.append(claims.holds("the chain: exact <= smoothness bound = variance line <= split line <= final line "
+                            "(the last under eta L (1 + c) <= 1), at every state", order,
+                            "exact inequalities between the lines"))
     return out
 
 
@@ -211,7 +214,8 @@ def general_table(task, *, ps, etas_L, rounds, seeds, draws: int, seed: int = 0)
                                      df_se=float(dfv.std(ddof=1) / sq), err=float(err.mean()), expr=expr, rhs_expr=rhs,
                                      rhs_general=float(-eta / 2 * g2 + eta / 2 * err.mean()),
                                      z_general=float(D.mean() / (D.std(ddof=1) / sq)) if D.std() > 0 else -math.inf,
-                                     z_expr=float((dfv.mean() - rhs) / (dfv.std(ddof=1) / sq)) if dfv.std() > 0 else -math.inf))
+                                     z_expr=(float((dfv.mean() - rhs) / (dfv.std(ddof=1) / sq))
+                                             if dfv.std() > 0 else -math.inf)))
     df = pd.DataFrame(rows)
     df["slack_general"] = -df["D"] / df["df"].abs()
     df["slack_expr"] = (df["rhs_expr"] - df["df"]) / df["df"].abs()
@@ -242,10 +246,10 @@ def general_checks(tab: pd.DataFrame) -> list:
 # ================================================================================================
 def gd_step_sweep(task, method: str, *, eta_L, seeds, rounds: int, b: int = 1, tol: float = 1e-3) -> pd.DataFrame:
     r"""FedGD (every client every round) or FedPGD (b clients uniformly without replacement per round) at every
-    step eta = eta_L / L and seed, from w_0 = 0, through ``flkit.papers.mifa.methods.simulate``. Per run: "diverged" (1 when the run left
-    1e6 x its initial metric), "final_ratio" (final / initial :math:`\|\nabla f\|^2`), "converged" (FedGD: final
-    ratio <= tol; FedPGD, whose constant step leaves a floor: not diverged and the mean of
-    :math:`\|\nabla f\|^2` over the last quarter below its initial value)."""
+    step eta = eta_L / L and seed, from w_0 = 0, through ``flkit.papers.mifa.methods.simulate``. Per run:
+    "diverged" (1 when the run left 1e6 x its initial metric), "final_ratio" (final / initial
+    :math:`\|\nabla f\|^2`), "converged" (FedGD: final ratio <= tol; FedPGD, whose constant step leaves a floor:
+    not diverged and the mean of :math:`\|\nabla f\|^2` over the last quarter below its initial value)."""
     if method not in ("fedgd", "fedpgd"):
         raise ValueError(f"method must be 'fedgd' or 'fedpgd', got {method!r}")
     eta_L, seeds = settings.positive(eta_L, "eta_L"), settings.seeds(seeds)

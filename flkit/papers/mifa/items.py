@@ -79,7 +79,8 @@ def floor_check(df: pd.DataFrame, p: float, fig: str) -> claims.Check:
     """Claims (i)/(ii) of the document on a figure's runs: FedAvg (IS) stalls above MIFA (log10 final gap,
     paired over seeds)."""
     return claims.compare(f"{fig}, p={p}: FedAvg (IS) ends above MIFA (log10 final gap, paired over seeds): "
-                          "non-zero vs zero floor", _log10(_final(df, "gap", "fedavg_is")), _log10(_final(df, "gap", "mifa")))
+                          "non-zero vs zero floor", _log10(_final(df, "gap", "fedavg_is")),
+                          _log10(_final(df, "gap", "mifa")))
 
 
 def quadratic_checks(data: dict, hits: pd.DataFrame, beta: float) -> dict:
@@ -122,7 +123,8 @@ def quadratic_checks(data: dict, hits: pd.DataFrame, beta: float) -> dict:
         T = float(sw["rounds"].max()) if "rounds" in sw else np.inf
         tab = sw.assign(value=np.where(sw["value"] >= 0, sw["value"], np.inf))[["method", "beta", "seed", "value"]]
         out = merge_checks(out, tuned_momentum_checks(
-            tab, f"{FIGURES['quadratic'][p]}, p={p}", f"the rounds to 1e-10 x the initial gap (never: T = {T:g})", censor=T))
+            tab, f"{FIGURES['quadratic'][p]}, p={p}", f"the rounds to 1e-10 x the initial gap (never: T = {T:g})",
+            censor=T))
     return out
 
 
@@ -147,7 +149,8 @@ def tuned_momentum_checks(tab: pd.DataFrame, setting: str, measure: str, censor:
         if m in best.index and ((tab["method"] == m) & (tab["beta"] == 0)).any():
             b = float(best.loc[m, "beta"])
             question.append(claims.compare(
-                f"{setting}: {LABELS[m]} at its best beta {b:g} of the grid beats beta = 0 ({LABELS[MOMENTUM_BASE[m]]}) "
+                f"{setting}: {LABELS[m]} at its best beta {b:g} of the grid beats beta = 0 "
+                f"({LABELS[MOMENTUM_BASE[m]]}) "
                 f"on {measure} (lower is better; log10, paired over seeds)", at(m, 0.0), at(m, b)))
     if "mifam" in best.index:
         bm = float(best.loc["mifam", "beta"])
@@ -180,7 +183,8 @@ def logistic_checks(data: dict, tuned: dict | None = None) -> dict:
             claims.holds(f"{fig}, p={p}: U-MIFAm as written ends with the lowest median gap, no run diverged",
                          not div["umifam"] and med["umifam"] < others,
                          "median final gap below every other method's", ours=med["umifam"], reference=others),
-            claims.compare(f"{fig}, p={p}: U-MIFAm with SAGA memory ends below MIFAm (log10 final gap, paired over seeds)",
+            claims.compare(f"{fig}, p={p}: U-MIFAm with SAGA memory ends below MIFAm "
+                           "(log10 final gap, paired over seeds)",
                            _log10(fin["mifam"]), _log10(fin["umifam_saga"])),
         ]
     return out
@@ -195,7 +199,8 @@ def floor_checks(fl: pd.DataFrame, *, T: int, n: int, L: float, sigma_G2: float,
     per["doc_floor"] = per["eta"] ** 2 * L * per["c"] * s2 / 2
     isf = per[(per["method"] == "fedavg_is") & (per["start"] == "optimum")]
     z = per[(per["method"] == "fedavg_is") & (per["start"] == "zero")]
-    sl_eta = float(np.mean([fit_slope(g["eta"], g["avg_tail"])[0] for _, g in isf.groupby("p") if g["eta"].nunique() > 1]))
+    sl_eta = float(np.mean([fit_slope(g["eta"], g["avg_tail"])[0] for _, g in isf.groupby("p")
+                            if g["eta"].nunique() > 1]))
     sl_c = float(np.mean([fit_slope(g["c"], g["avg_tail"])[0] for _, g in isf.groupby("eta") if g["c"].nunique() > 1]))
     ok_doc = int((z["avg_all"] <= 2 * z["gap0"] / (z["eta"] * T) + z["doc_floor"]).sum())
     above = int((isf["avg_tail"] <= isf["doc_floor"]).sum())
@@ -214,8 +219,8 @@ def floor_checks(fl: pd.DataFrame, *, T: int, n: int, L: float, sigma_G2: float,
                                 ours=sl_c, reference=1.0))
     mo = per[(per["method"] == "mifa") & (per["start"] == "optimum")]
     falling = ((mo["avg_q4"] < 1e-25) | (mo["avg_q4"] < mo["avg_q2"])).sum()
-    mz = fl[(fl["method"] == "mifa") & (fl["start"] == "zero")].pivot_table(index=["eta", "p", "seed"], columns="metric",
-                                                                            values="value").reset_index()
+    mz = fl[(fl["method"] == "mifa") & (fl["start"] == "zero")].pivot_table(
+        index=["eta", "p", "seed"], columns="metric", values="value").reset_index()
     mz["rhs"] = 2 * mz["gap1"] / (mz["eta"] * (T - 1))
     mz = mz.groupby(["eta", "p"])[["avg_from1", "rhs"]].mean()
     ok_mifa = int((mz["avg_from1"] <= mz["rhs"]).sum())
@@ -224,7 +229,8 @@ def floor_checks(fl: pd.DataFrame, *, T: int, n: int, L: float, sigma_G2: float,
         FLOOR_BOUND: [
             claims.holds("the bound holds from w_0 = 0 in every (eta, p) setting (seed-averaged sides)",
                          ok_doc == len(z), "holds in every setting", ours=ok_doc, reference=len(z)),
-            claims.holds("the measured floor (from the optimum, 2nd half) is at most eta^2 L c sigma_G^2 / 2 in every setting",
+            claims.holds("the measured floor (from the optimum, 2nd half) is at most eta^2 L c sigma_G^2 / 2 "
+                         "in every setting",
                          above == len(isf), "holds in every setting", ours=above, reference=len(isf)),
             claims.holds(f"the floor grows like eta^2: fitted slope {sl_eta:.2f} within {SLOPE_TOL} of 2",
                          abs(sl_eta - 2) <= SLOPE_TOL, "|slope - 2| <= 0.15", ours=sl_eta, reference=2.0)],
@@ -233,7 +239,7 @@ def floor_checks(fl: pd.DataFrame, *, T: int, n: int, L: float, sigma_G2: float,
             "below the second quarter's, in every setting", falling == len(mo), "holds in every setting",
             ours=int(falling), reference=len(mo))],
         MIFA_BOUND: [claims.holds("the bound holds in every (eta, p) setting (seed-averaged sides)",
-                                          ok_mifa == len(mz), "holds in every setting", ours=ok_mifa, reference=len(mz))],
+                                  ok_mifa == len(mz), "holds in every setting", ours=ok_mifa, reference=len(mz))],
     }
 
 
@@ -255,12 +261,14 @@ def monte_carlo_checks(tests: pd.DataFrame, mc: pd.DataFrame) -> dict:
     m = mc[mc["client"] < 0].pivot_table(index=["p", "rule"], columns="metric", values="value")
     for p in sorted(m.index.get_level_values("p").unique()):
         a = m.loc[(p, "mifa")]
-        eq_mifa.append(claims.holds(f"p={p}: Monte Carlo E||grad f - G_t||^2 is at most the document's bound (within 2 s.e.)",
+        eq_mifa.append(claims.holds(f"p={p}: Monte Carlo E||grad f - G_t||^2 is at most the document's bound "
+                                    "(within 2 s.e.)",
                                     a["mse"] - 2 * a["mse_se"] <= a["mse_formula"], "mse - 2 s.e. <= bound",
                                     ours=a["mse"], reference=a["mse_formula"]))
         u = m.loc[(p, "umifa")]
         eq_umifa.append(claims.agree(f"p={p}: Monte Carlo E||grad f - G_t||^2 equals the document's expression "
-                                     "(within 2 Monte Carlo s.e.)", [u["mse"]], u["mse_formula"], threshold=2 * u["mse_se"]))
+                                     "(within 2 Monte Carlo s.e.)", [u["mse"]], u["mse_formula"],
+                                     threshold=2 * u["mse_se"]))
     return {BIASED: biased,
             UNBIASED: unbiased,
             EQ_MIFA: eq_mifa, EQ_UMIFA: eq_umifa}
@@ -283,7 +291,8 @@ def step_size_checks(stab: pd.DataFrame) -> dict:
         g = sel[sel["eta_L"] <= bound(sel["n"]) * (1 + 1e-12)]
         g = g.loc[g.groupby(["kind", "n"])["eta_L"].idxmax()]
         ok = int(g["value"].eq(1).sum())
-        return claims.holds(f"{_family_name(hetero)}: {LABELS[method]} converges (every seed, within 50n rounds) at the "
+        return claims.holds(f"{_family_name(hetero)}: {LABELS[method]} converges (every seed, within 50n rounds) "
+                            "at the "
                             f"largest grid step eta L <= {text}, for every n and problem ({ok} of {len(g)})",
                             ok == len(g) and len(g) > 0, "converges at the bound's step in every (problem, n)",
                             ours=ok, reference=len(g))
@@ -323,7 +332,8 @@ def complexity_checks(slopes: pd.DataFrame, plateau: pd.DataFrame, plateau_slope
         claims.holds(f"FedPGD's plateau is proportional to the table's variance term: fitted slope {plateau_slope:.2f} "
                      f"within {SLOPE_TOL} of 1", abs(plateau_slope - 1) <= SLOPE_TOL, "|slope - 1| <= 0.15",
                      ours=plateau_slope, reference=1.0),
-        claims.holds("that term falls with T as printed inside (1/T)(...): the last-quarter plateau is at most half the "
+        claims.holds("that term falls with T as printed inside (1/T)(...): the last-quarter plateau is at most "
+                     "half the "
                      "second quarter's in every setting", ratio <= 0.5, "max ratio <= 1/2 (a term divided by T halves "
                      "when T doubles)", ours=ratio, reference=0.5)]
     return out
