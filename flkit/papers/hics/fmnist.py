@@ -443,7 +443,8 @@ def claim_checks(rt: pd.DataFrame, var: pd.DataFrame, rounds: int) -> list:
                                       vals(r, s, b, "rounds"), vals(r, s, "HiCS-FL", "rounds")))
             out.append(claims.compare(f"setting {s}: HiCS-FL's training loss fluctuates less than {b}'s",
                                       vals(var, s, b, "fluctuation"), vals(var, s, "HiCS-FL", "fluctuation")))
-    sp = {s: vals(r, s, "random", "rounds") / vals(r, s, "HiCS-FL", "rounds") for s in r[r.group == "main"].setting.unique()}
+    sp = {s: vals(r, s, "random", "rounds") / vals(r, s, "HiCS-FL", "rounds")
+          for s in r[r.group == "main"].setting.unique()}
     for s in sorted(sp):
         if s != "(1)" and "(1)" in sp:
             out.append(claims.compare(f"HiCS-FL's speed-up over random larger in setting (1) than in {s}",
