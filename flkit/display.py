@@ -7,7 +7,7 @@
     display.number(float("inf"), inf="no limit")  # 'no limit'
     display.words("max_abs_exact_minus_pred")     # 'max abs exact minus pred'
     print(display.execution_note(time.time() - T0))   # this execution's time apart from its stored runs' compute
-    display.put(rounds=200, gap=np.float64(0.3))  # glue a page's numbers for its prose ({glue:text}`gap`)
+    display.put(rounds=200, gap=np.float64(0.3))  # glue numbers for the page's prose (myst-nb's glue)
 
 Only the form changes, never the value: `number` rounds to `digits` significant digits (default 3) and writes
 very small or very large magnitudes as powers of ten; ``inf`` becomes "∞" (or the word the table means by it:
@@ -152,8 +152,9 @@ def execution_note(wall_s: float) -> str:
 
 
 def put(**values) -> None:
-    """Glue a page's numbers and words for its prose (``{glue:text}`name```), hidden where the code runs; numpy and
-    torch scalars become Python numbers so that the prose's format specs apply. The one glue helper of the pages."""
+    """Glue a page's numbers and words for its prose (myst-nb's ``glue:text`` role), hidden where the code runs;
+    numpy and torch scalars become Python numbers so that the prose's format specs apply. The one glue helper of
+    the pages."""
     from myst_nb import glue
 
     for k, v in values.items():

@@ -16,9 +16,9 @@ and rules (--rules).
 
 On the lent GPU machine (files come back only from $OUT, 16 MiB each), work outside $OUT and pack::
 
-    mkdir -p /tmp/across && cp -r results/across/. /tmp/across/ 2>/dev/null;
-    python3 -m flkit.sweep rare-users --profile paper --device cuda --max-minutes 8.5 --out /tmp/across \\
-        && tar -czf $OUT/across.tar.gz -C /tmp across  # or pack the checkpoint too when it stopped (exit 75)
+    mkdir -p "$TMPDIR/across" && cp -r results/across/. "$TMPDIR/across/" 2>/dev/null;
+    python3 -m flkit.sweep rare-users --profile paper --device cuda --max-minutes 8.5 --out "$TMPDIR/across" \\
+        && tar -czf $OUT/across.tar.gz -C "$TMPDIR" across  # or pack the checkpoint too when it stopped (exit 75)
 """
 from __future__ import annotations
 

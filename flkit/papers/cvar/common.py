@@ -357,14 +357,15 @@ def curve_panel(ax, df: pd.DataFrame, metric: str, cls: int | None = None, smoot
     return ax
 
 
-def legend_below(fig, axes) -> None:
-    """One legend of the methods under the figure (in place of one per panel), alpha and gamma as symbols."""
+def legend_below(fig, axes, ncol: int | None = None) -> None:
+    """One legend of the methods under the figure (in place of one per panel), alpha and gamma as symbols; in
+    `ncol` columns (default: one row)."""
     handles, labels = axes[0].get_legend_handles_labels()
     for ax in axes:
         if ax.get_legend() is not None:
             ax.get_legend().remove()
     labels = [lab.replace("alpha", "$\\alpha$").replace("gamma", "$\\gamma$") for lab in labels]
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels))
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol or len(labels))
 
 
 def titled(label: str, title: str, width: int = 150) -> str:

@@ -445,6 +445,6 @@ def horizon_figure(df: pd.DataFrame, r: float = 0.9, smooth: float = 0.9, title:
         ax.set_ylim(0, 100)
         ax.set_xlabel(f"round (faint: each evaluation; bold: its EMA; dotted: round {T // LONG_HORIZON['factor']})")
         ax.set_ylabel(f"rare class {c}: test accuracy (%)")
-    legend_below(fig, axes)
+    legend_below(fig, axes, ncol=3)   # a row per seed pair would be wider than the text column
     fig.suptitle("\n".join(textwrap.fill(line, 95) for line in title.split("\n")), fontsize=9.5)  # within the column
     return fig

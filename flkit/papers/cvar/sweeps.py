@@ -21,9 +21,9 @@ the whole sweep on this device, from the number of local steps every batch will 
 On the lent GPU machine (files come back only from $OUT: at most 8 files of 16 MiB), work outside $OUT and pack
 the results into $OUT::
 
-    mkdir -p /tmp/cvar && cp -r results/cvar/. /tmp/cvar/ 2>/dev/null;
+    mkdir -p "$TMPDIR/cvar" && cp -r results/cvar/. "$TMPDIR/cvar/" 2>/dev/null;
     python3 -m flkit.sweep cvar mnist --profile paper --device cuda --max-minutes 8.5 \\
-        --out /tmp/cvar --pack $OUT/cvar.tar.gz
+        --out "$TMPDIR/cvar" --pack $OUT/cvar.tar.gz
 
 then, here: ``tar -xzf cvar.tar.gz -C results`` (a pack over 15 MiB comes as cvar.tar.gz.part00, part01, ...: cat
 them into cvar.tar.gz first). Start with --estimate to plan. The datasets must be there too: carry a git-ignored
