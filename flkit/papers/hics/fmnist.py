@@ -88,8 +88,8 @@ from flkit import aggregate, engine, fl, results, sample
 from flkit.papers import claims, settings
 from flkit.papers.hics import items
 from flkit.papers.hics.common import (CIFAR_T, DATASETS, DOC_NAMES, DOC_SPEEDUP, DOC_TABLE1, DOC_TARGET, METHODS,
-                                      MODELS, SG, TABLE1_SETTING, make_partition, make_task, rounds_to_target, savgol,
-                                      split_alphas, train_loss_idx)
+                                      MODELS, SG, TABLE1_SETTING, eval_batch, make_partition, make_task,
+                                      rounds_to_target, savgol, split_alphas, train_loss_idx)
 
 __all__ = ["PROFILES", "profile", "store_name", "algorithms", "is_setting2_main", "run_job", "jobs", "sweep",
            "client_trainings", "evaluations",
@@ -334,8 +334,8 @@ def paper_estimate(data, cfg: dict, rounds: int = 2, evaluation: bool = False) -
                 cpu_seconds_per_client=cpu_per_client)
     if evaluation:
         params = task.unflatten(w)
-        x, y = (task.x, task.y) if idx is None else (task.x[idx], task.y[idx])
-        for name, x, y in (("test_evaluation", task.x_test, task.y_test), ("train_loss", x, y)):
+        sample = (task.x, task.y) if idx is None else (task.x[idx], task.y[idx])
+        for name, (x, y) in (("test_evaluation", (task.x_test, task.y_test)), ("train_loss", sample)):
             engine.evaluate(task.model, params, x[:1024], y[:1024], batch_size=task.eval_batch_size)   # warm-up
             tic, tic_cpu = time.perf_counter(), time.process_time()
             engine.evaluate(task.model, params, x, y, batch_size=task.eval_batch_size)   # as task.metrics does
@@ -688,7 +688,8 @@ def cnn_estimate(name: str, data, store) -> tuple[dict, str]:
     pcfg = profile("paper")
     est_cfg = dict(experiment="fmnist_paper_estimate", model=pcfg["model"], rounds=2, k=pcfg["k"],
                    host=platform.machine(), divfl_proxy=pcfg["divfl_proxy"], evaluation="test and training loss apart",
-                   train_loss_images=pcfg["train_loss_images"])
+                   train_loss_images=pcfg["train_loss_images"],
+                   eval_batch=eval_batch(pcfg["model"], data.x_train.device))   # the images per evaluation chunk
     est_store = results.book_store("hics")         # the timing is the machine's, whatever the profile ...
     if name == "smoke" and not est_store.done(est_cfg):
         est_store = store                          # ... but a smoke run writes nothing into the book's results
