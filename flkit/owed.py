@@ -215,7 +215,7 @@ _HICS_MS_PER_SAMPLE = 0.687 / 2400 * 1e3
 # FedAU, the authors' CNN on Fashion-MNIST, extrapolated from the HiCS-FL CNN's measured rates (a CNN of similar
 # size, 0.29 ms per training sample and 0.62 ms per evaluation forward on one thread): a run is 2.1e7 training
 # samples plus 200 evaluations on 70,000 images (1.4e7 forward passes).
-_HICS_MS_PER_FORWARD = 43.26 / 70_000 * 1e3     # measured: one evaluation of the HiCS-FL CNN (below)
+_HICS_MS_PER_FORWARD = 43.26 / 70_000 * 1e3     # measured: one evaluation of the HiCS-FL CNN in chunks of 1,024
 _FEDAU_CPU_MIN = (2.1e7 * _HICS_MS_PER_SAMPLE + 1.4e7 * _HICS_MS_PER_FORWARD) / 6e4
 
 _HICS_FMNIST_BASIS = (
@@ -224,29 +224,36 @@ _HICS_FMNIST_BASIS = (
     "random, HiCS-FL once more at the larger learning rate; DivFL with the one-step gradient proxy: the 5 "
     "selected plus 50 full-batch gradients, each one pass over a client's data (half a training of 2 epochs), "
     "every round of 6 runs x 200 + 3 runs x 600 rounds), 17 min at ~300k samples/s, the engine's rate for a "
-    "small CNN on an H100 (results/benchmarks/engine_h100.csv); evaluation: 60,000 + 10,000 images each round "
-    "of each run and method, 7.5e8 forward passes at about a third of a training sample's cost, 14 min; ~31 min "
-    "in all; a round's clients train together (the engine's grouped path with per-client BatchNorm): ~0.28M "
-    "sequential local steps instead of 2.0M one client at a time, besides DivFL's 150,000 full-batch gradients "
-    "one client at a time (benchmarks/bench_hics_batched.py --plan), at ~290 kernels a step a launch floor of "
-    "~6 min, below the compute; the CNN has not been timed on a GPU: priced at 1.5 x 31 min")
+    "small CNN on an H100 (results/benchmarks/engine_h100.csv); evaluation: the 10,000 test images and the "
+    "training loss on a sample of 10,000 training images each round of each run and method (10,647 run-method "
+    "rounds, hics.fmnist.evaluations), 2.1e8 forward passes at about a third of a training sample's cost, 4 min; "
+    "~21 min in all; a round's clients train together (the engine's grouped path with per-client BatchNorm): "
+    "~0.28M sequential local steps instead of 2.0M one client at a time, besides DivFL's 150,000 full-batch "
+    "gradients one client at a time (benchmarks/bench_hics_batched.py --plan), at ~290 kernels a step a launch "
+    "floor of ~6 min, below the compute; the CNN has not been timed on a GPU: priced at 1.5 x 21 min")
 # the four cheap methods of setting (2), 3 seeds x 200 rounds x 5 clients x 4 methods = 12,000 client trainings
-# (2.9e7 samples) and 12 x 200 evaluations of 70,000 images (1.7e8 forward passes); all of the paper profile:
-# hics.fmnist.client_trainings(profile("paper")) (tests/test_owed.py checks the two agree)
-_S2_TRAININGS, _S2_EVALS = 12_000, 12 * 200 * 70_000
-_ALL_TRAININGS, _ALL_EVALS = 128_000, 7.5e8
-_S2_SHARE = (_S2_TRAININGS * 2400 + _S2_EVALS / 3) / (_ALL_TRAININGS * 2400 + _ALL_EVALS / 3)
-_HICS_GPU_MIN = 1.5 * 31    # 31 min at the engine's batched rate, x1.5: this CNN was not timed on a GPU
+# (2.9e7 samples) and 12 x 201 evaluations (rounds 0-200, 4.8e7 forward passes); all of the paper profile:
+# hics.fmnist.client_trainings and hics.fmnist.evaluations of profile("paper") (tests/test_owed.py checks they agree)
+_S2_TRAININGS, _S2_EVALS = 12_000, 12 * 201
+_ALL_TRAININGS, _ALL_EVALS = 128_000, 10_647
+_EVAL_FORWARDS = 10_000 + 10_000    # an evaluation: the test set and the training loss over the profile's sample
+_S2_SHARE = ((_S2_TRAININGS * 2400 + _S2_EVALS * _EVAL_FORWARDS / 3)
+             / (_ALL_TRAININGS * 2400 + _ALL_EVALS * _EVAL_FORWARDS / 3))
+_HICS_GPU_MIN = 1.5 * 21    # 21 min at the engine's batched rate, x1.5: this CNN was not timed on a GPU
 
 
-# one evaluation of the CNN (test accuracy on 10,000 images and training loss on 60,000: 70,000 forwards) took
-# 43.3 s on one thread of this CPU (EngineTask.metrics, timed once after a warm-up, taskset -c 0): 0.62 ms a
-# forward, twice a training sample's cost, so evaluating every round dominates a CPU run
-_HICS_EVAL_S = _HICS_MS_PER_FORWARD * 70_000 / 1e3
+# one evaluation of the CNN on one thread of this CPU, pinned to core 0, per model of the 4 a job evaluates
+# together, in chunks of 64 images as the CNN evaluates on a CPU (hics.common.eval_batch), this process's CPU time,
+# the smaller of two repeats (benchmarks/bench_hics_eval.py --repeats 2, results/benchmarks/hics_eval_cpu.csv,
+# 2026-11-28): 2.23 s for the 10,000 test images and 2.14 s for the training loss over the paper profile's sample of
+# 10,000 training images, both every round of every run (over all 60,000: 12.9 s; in chunks of 1,024, as before,
+# 5.6 s for the test set and 33.8 s for all 60,000 training images)
+_HICS_TEST_S, _HICS_LOSS_S = 2.23, 2.14
 
 
 def _hics_cpu_min(trainings: float, evals: float) -> float:
-    return (trainings * _HICS_S_PER_CLIENT + evals / 70_000 * _HICS_EVAL_S) / 60
+    """CPU minutes of ``trainings`` client trainings and ``evals`` evaluations (run-method rounds) of the CNN."""
+    return (trainings * _HICS_S_PER_CLIENT + evals * (_HICS_TEST_S + _HICS_LOSS_S)) / 60
 
 
 _FEDAU_MIN = 1.5
@@ -330,13 +337,15 @@ ITEMS = [
          _hics_fmnist("s2"), 5,
          "decides Table 1's FMNIST speed-ups (HiCS-FL 2.5x over random) and Fig. 2 with the document's CNN",
          _HICS_GPU_MIN * _S2_SHARE / 3,
-         "estimated from " + _HICS_FMNIST_BASIS + "; this item's share: 2.9e7 samples and 1.7e8 evaluation forwards "
-         "(15 % of the work)",
+         "estimated from " + _HICS_FMNIST_BASIS + "; this item's share: 2.9e7 samples and 4.8e7 evaluation forwards "
+         "(12 % of the work)",
          _hics_cpu_min(_S2_TRAININGS, _S2_EVALS) / 3,
          "measured: 0.98 s per client training of the CNN on one thread of this CPU, one client at a time as "
          "the CNN trains on a CPU (results/benchmarks/hics_paper_estimate_cpu.csv; its clients trained together: "
-         "1.08 s) x 12,000 trainings (3.3 h), and 43.3 s per evaluation of the 70,000 "
-         "images x 2,400 run-method rounds (29 h: every round is evaluated)", cpu_measured=True,
+         "1.08 s) x 12,000 trainings (3.3 h), and per evaluation 2.23 s for the 10,000 test images and 2.14 s for "
+         "the training loss over the profile's sample of 10,000 training images (one thread's CPU time, in chunks of "
+         "64 images: results/benchmarks/hics_eval_cpu.csv) x 2,412 run-method rounds (2.9 h); 6.2 h in all",
+         cpu_measured=True,
          data=("fashion-mnist",), part_of="hics-fmnist-paper"),
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
          "book/cvar/fmnist_table",
@@ -354,12 +363,13 @@ ITEMS = [
          "898-1417 rounds to 0.6", "book/hics/index",
          "python -m flkit.sweep hics paper-cifar10 --device cuda --max-minutes 8", _hics_cifar("paper-cifar10"), 7,
          "decides Table 1's CIFAR-10 column (HiCS-FL 7.3x) on the document's data",
-         188 / 21,
+         149 / 21,
          "estimated: 720,000 client trainings of 2 epochs x 1,000 images = 1.44e9 samples, 120 min at ~200k "
          "samples/s (the engine benchmark's grouped rate for this CNN on an H100, results/benchmarks/engine_h100.csv: "
-         "266k samples/s with 25 stacked models); evaluation: 2.1e9 forward passes at a third of a training "
-         "sample's cost, 58 min; pow-d's loss probe, 10 min; ~188 min in all",
-         (1.44e9 * _HICS_MS_PER_SAMPLE + 2.1e9 * _HICS_MS_PER_FORWARD) / 6e4 / 21,
+         "266k samples/s with 25 stacked models); evaluation: the 10,000 test images and the training loss on a "
+         "sample of 10,000 training images every round of every run and method, 6.9e8 forward passes at a third of "
+         "a training sample's cost, 19 min; pow-d's loss probe, 10 min; ~149 min in all",
+         (1.44e9 * _HICS_MS_PER_SAMPLE + 6.9e8 * _HICS_MS_PER_FORWARD) / 6e4 / 21,
          "extrapolated from the HiCS-FL FMNIST CNN's measured 0.29 ms per training sample and 0.62 ms per "
          "evaluation forward on this CPU (a CIFAR CNN of similar cost per sample; not measured: no CIFAR-10 files "
          "here)",
@@ -377,11 +387,12 @@ ITEMS = [
          "20 per round, 1000 rounds): Figs. 5, 17 and Table 1's CIFAR-100 column (the document's 2 alpha settings "
          "x 5 methods x 3 seeds); DivFL in setting (2) runs 1400 rounds to measure Table 1's 1345 rounds to 0.3",
          "book/hics/index", "python -m flkit.sweep hics paper-cifar100 --device cuda --max-minutes 8",
-         _hics_cifar("paper-cifar100"), 9, "decides Table 1's CIFAR-100 column on the document's data", 172 / 12,
+         _hics_cifar("paper-cifar100"), 9, "decides Table 1's CIFAR-100 column on the document's data", 137 / 12,
          "estimated: 1,344,000 client trainings of 2 epochs x 500 images = 1.34e9 samples, 112 min at ~200k "
-         "samples/s (as hics-cifar10-paper); evaluation: 1.9e9 forward passes at a third of a training sample's "
-         "cost, 52 min; pow-d's loss probe, 8 min; ~172 min in all",
-         (1.34e9 * _HICS_MS_PER_SAMPLE + 1.9e9 * _HICS_MS_PER_FORWARD) / 6e4 / 12,
+         "samples/s (as hics-cifar10-paper); evaluation: the 10,000 test images and the training loss on a sample "
+         "of 10,000 training images every round of every run and method, 6.2e8 forward passes at a third of a "
+         "training sample's cost, 17 min; pow-d's loss probe, 8 min; ~137 min in all",
+         (1.34e9 * _HICS_MS_PER_SAMPLE + 6.2e8 * _HICS_MS_PER_FORWARD) / 6e4 / 12,
          "extrapolated from the HiCS-FL FMNIST CNN's measured 0.29 ms per training sample and 0.62 ms per "
          "evaluation forward on this CPU (not measured: no CIFAR-100 files here)", data=("cifar100",),
          needs="the CIFAR-100 files"),
@@ -412,9 +423,10 @@ ITEMS = [
          "estimated from " + _HICS_FMNIST_BASIS + " (less hics-fmnist-s2's share)",
          _hics_cpu_min(_ALL_TRAININGS - _S2_TRAININGS, _ALL_EVALS - _S2_EVALS) / 16,
          "measured: 0.98 s per client training on one thread of this CPU (one client at a time, as the CNN "
-         "trains on a CPU) x 191,000 trainings (DivFL "
-         "trains all 50 clients every round), and 43.3 s per evaluation of the 70,000 images x ~8,300 run-method "
-         "rounds", cpu_measured=True, data=("fashion-mnist",)),
+         "trains on a CPU) x 116,000 trainings (DivFL's one-step gradient proxy: 50 full-batch gradients every "
+         "round), and 2.23 + 2.14 s per evaluation (the test set and the training loss over the profile's sample "
+         "of 10,000 training images, results/benchmarks/hics_eval_cpu.csv) x 8,235 run-method rounds",
+         cpu_measured=True, data=("fashion-mnist",)),
     Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
          "client in every round) with the document's CNN; the theory page runs logistic regression",
          "book/hics/theory", "python -m flkit.sweep hics-fig6 --model hics_fmnist_paper --device cuda --max-minutes 8",

@@ -56,8 +56,8 @@ class EngineTask:
     clients of unequal sizes, on a CPU).
     Metrics: test loss and accuracy (and per-class accuracy "test_acc_class/<c>" with ``per_class``) of
     every run's global model; with ``train_metrics`` also "train_loss" and "train_acc" on the whole training
-    set (x, y), as FedAU's code reports them. The initial model of a run with seed s is the model's init under
-    ``torch_gen(s, "init")``, extras 0."""
+    set (x, y), as FedAU's code reports them, or on its images ``train_idx`` (indices into x) when given. The
+    initial model of a run with seed s is the model's init under ``torch_gen(s, "init")``, extras 0."""
     model: nn.Module
     x: Tensor
     y: Tensor
@@ -86,6 +86,7 @@ class EngineTask:
     split_by: str = "seed"
     per_class: int | None = None
     train_metrics: bool = False
+    train_idx: object = None    # the images of (x, y) whose loss and accuracy train_metrics gives (None: all)
     eval_batch_size: int = 1024
     chunk: int = 512
     dedup: bool = True          # draw the batches of pairs with the same (seed, client, split) once a round
@@ -322,7 +323,12 @@ class EngineTask:
         loss, acc = engine.evaluate(self.model, params, self.x_test, self.y_test, batch_size=self.eval_batch_size)
         out = {"test_loss": loss, "test_acc": acc}
         if self.train_metrics:
-            tl, ta = engine.evaluate(self.model, params, self.x, self.y, batch_size=self.eval_batch_size)
+            x, y = self.x, self.y
+            if self.train_idx is not None:                # the images gathered once and kept
+                if "_train_sample" not in self.__dict__:
+                    self._train_sample = (x[self.train_idx], y[self.train_idx])
+                x, y = self._train_sample
+            tl, ta = engine.evaluate(self.model, params, x, y, batch_size=self.eval_batch_size)
             out |= {"train_loss": tl, "train_acc": ta}
         if self.per_class:
             pc = engine.per_class_accuracy(self.model, params, self.x_test, self.y_test, self.per_class,

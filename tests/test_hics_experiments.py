@@ -322,8 +322,9 @@ def test_jobs_of_cifar_profiles():
     js = fmnist.jobs(fmnist.profile("paper-cifar10"))
     # per setting x seed one main job; setting (2) splits it: random, pow-d, CS at 1500 rounds, HiCS-FL at 500
     assert len(js) == 3 * 3 + 3 + 3 * 3
-    assert all(set(j) == set(_FMNIST_KEYS) | _CIFAR_KEYS | ({"divfl_proxy"} if j["group"] == "divfl" else set())
-               and j["dataset"] == "cifar10" for j in js)
+    assert all(set(j) == set(_FMNIST_KEYS) | _CIFAR_KEYS | {"train_loss_images"}
+               | ({"divfl_proxy"} if j["group"] == "divfl" else set()) and j["dataset"] == "cifar10" for j in js)
+    assert {j["train_loss_images"] for j in js} == {10_000}    # the training loss on a sample of 10,000 images
     assert all(j["divfl_proxy"] == "gradient" for j in js if j["group"] == "divfl")     # the document's DivFL
     assert all(j["experiment"] == "cifar10_training" and (j["opt"], j["prox_mu"]) == ("adam", 0.1) for j in js)
     main = [(j["setting"], j["seed"], tuple(j["methods"]), j["rounds"]) for j in js if j["group"] == "main"]
@@ -360,17 +361,110 @@ def test_jobs_of_cifar_profiles():
 
 def test_fmnist_jobs_keep_their_stored_configs():
     """The results store keys runs by config: Fashion-MNIST jobs carry none of the CIFAR keys; DivFL jobs carry
-    divfl_proxy unless it is the full update (the reduced profile's stored runs)."""
+    divfl_proxy unless it is the full update (the reduced profile's stored runs); train_loss_images only where
+    the training loss is not over every training image (the paper profile, which has no stored runs)."""
     for name in ("smoke", "reduced", "paper"):
         proxy = fmnist.profile(name)["divfl_proxy"]
+        sample = ["train_loss_images"] if name == "paper" else []
         for j in fmnist.jobs(fmnist.profile(name)):
             extra = ["divfl_proxy"] if j["group"] == "divfl" and proxy != "update" else []
-            assert list(j) == _FMNIST_KEYS + extra and j["experiment"] == "fmnist_training"
+            assert list(j) == _FMNIST_KEYS[:8] + sample + _FMNIST_KEYS[8:] + extra
+            assert j["experiment"] == "fmnist_training"
+    assert all(j["train_loss_images"] == 10_000 for j in fmnist.jobs(fmnist.profile("paper")))
+    assert fmnist.jobs(fmnist.profile("reduced", train_loss_images=None)) == fmnist.jobs(fmnist.profile("reduced"))
     # not above rounds
     assert fmnist.jobs(fmnist.profile("reduced", table1_rounds=13)) == fmnist.jobs(fmnist.profile("reduced"))
     adam = fmnist.jobs(fmnist.profile("smoke", opt="adam", prox_mu=0.1))        # an override is part of the config
     assert all(set(j) - {"divfl_proxy"} == {*_FMNIST_KEYS, "opt", "prox_mu"}
                and (j["opt"], j["prox_mu"]) == ("adam", 0.1) for j in adam)
+
+
+# ------------------------------------------------------------------------------------------ the training loss
+def test_train_loss_sample_is_class_stratified_and_the_same_in_every_run():
+    """Each class its share (one image each, the rest by shares, largest remainders), without repeats; the same
+    images for the same seed, others for another; the jobs take seed 0's; bad sizes refused before any draw."""
+    y = np.repeat(np.arange(10), 6000)
+    for m, lo, hi in ((10_000, 1000, 1000), (6001, 600, 601), (10, 1, 1), (60_000, 6000, 6000)):
+        idx = common.train_loss_sample(y, m, 0)
+        per = np.bincount(y[idx], minlength=10)
+        assert len(idx) == len(np.unique(idx)) == m and per.min() == lo and per.max() == hi
+        assert (np.diff(idx) > 0).all()
+    a, b = common.train_loss_sample(y, 500, 1), common.train_loss_sample(y, 500, 2)
+    assert (a == common.train_loss_sample(y, 500, 1)).all() and not (a == b).all()
+    skew = np.r_[np.zeros(5), np.ones(95)].astype(int)                    # 5 % of one class: 1 + (7 - 2) x 5 %
+    assert np.bincount(skew[common.train_loss_sample(skew, 7, 0)]).tolist() == [1, 6]
+    for bad in (9, 60_001):
+        with pytest.raises(ValueError, match=r"train_loss_images must lie in \[10, 60000\]"):
+            common.train_loss_sample(y, bad, 0)
+    assert common.train_loss_idx(y, None) is None
+    assert torch.equal(common.train_loss_idx(y, 500), torch.as_tensor(common.train_loss_sample(y, 500, 0)))
+    for bad in (5, True, 1.5, "10000"):
+        with pytest.raises(ValueError, match="train_loss_images must be None"):
+            fmnist.profile("paper", train_loss_images=bad)
+
+
+def test_engine_task_train_metrics_over_a_sample():
+    """EngineTask(train_idx=...): "train_loss" and "train_acc" of the images train_idx, the test metrics as ever;
+    all the images in order give the whole set's numbers exactly."""
+    from flkit import engine
+    task = _tiny_task()
+    w = task.init_params([0, 1])
+    whole = task.metrics(w)
+    idx = torch.tensor([3, 7, 8, 40, 41, 150])
+    task.train_idx = idx
+    part = task.metrics(w)
+    loss, acc = engine.evaluate(task.model, task.unflatten(w), task.x[idx], task.y[idx])
+    torch.testing.assert_close(part["train_loss"], loss, rtol=0, atol=0)
+    torch.testing.assert_close(part["train_acc"], acc, rtol=0, atol=0)
+    assert not torch.allclose(part["train_loss"], whole["train_loss"])
+    for k in ("test_loss", "test_acc"):
+        torch.testing.assert_close(part[k], whole[k], rtol=0, atol=0)
+    every = _tiny_task()
+    every.train_idx = torch.arange(len(every.y))
+    torch.testing.assert_close(every.metrics(w)["train_loss"], whole["train_loss"], rtol=0, atol=0)
+
+
+def test_a_job_with_a_training_loss_sample():
+    """A smoke job with train_loss_images: the test accuracy of every round as the job over all training images
+    (the sample changes no training), the training loss every round over the sample: equal to the whole set's
+    when the sample is every image, and, at the last round, the loss of the final models on the sample."""
+    from flkit import datasets, engine
+    if not datasets.available("fashion-mnist"):
+        pytest.skip("needs the Fashion-MNIST files")
+    data = datasets.load("fashion-mnist")
+    job = next(j for j in fmnist.jobs(fmnist.profile("smoke")) if fmnist.is_setting2_main(j))
+    whole = fmnist.run_job(job, data)
+    for images in (4000, 300):
+        t = fmnist.run_job(dict(job, train_loss_images=images), data)
+        pd.testing.assert_frame_equal(t[t.metric == "test_acc"], whole[whole.metric == "test_acc"], check_exact=True)
+        tl, wl = t[t.metric == "train_loss"], whole[whole.metric == "train_loss"]
+        assert sorted(set(tl["round"])) == list(range(job["rounds"] + 1)) and len(tl) == len(wl)
+        same = np.array_equal(tl["value"].to_numpy(), wl["value"].to_numpy())
+        assert same == (images == 4000)                          # 4000: the smoke profile's every training image
+    cfg = dict(fmnist.profile("smoke"), subset=job["subset"])
+    labels = data.y_train[:job["subset"]].numpy()
+    part = common.make_partition(labels, cfg["clients"], job["alphas"], job["seed"])
+    idx = common.train_loss_idx(labels, 300)
+    task = common.make_task(data, part, cfg, train_idx=idx)
+    res = fl.run(task, fmnist.algorithms(task, cfg, ["random"]), seeds=[job["seed"]], rounds=3, every=1)
+    loss, _ = engine.evaluate(task.model, task.unflatten(res.final_w), task.x[idx], task.y[idx])
+    assert res.values["random"]["train_loss"][-1, 0] == pytest.approx(float(loss[0]), abs=0, rel=1e-12)
+
+
+def test_the_cnn_evaluates_in_small_chunks_on_a_cpu():
+    """64 images a chunk for the Fashion-MNIST CNN on a CPU (large chunks cost more in the kernel than the
+    forward itself), 1,024 elsewhere; the two give the same loss and accuracy up to rounding."""
+    from flkit import engine
+    assert common.eval_batch("hics_fmnist_paper", "cpu") == 64
+    assert common.eval_batch("hics_fmnist_paper", "cuda") == common.eval_batch("logreg", "cpu") == 1024
+    assert common.eval_batch("hics_cifar10", "cpu") == 1024
+    net = models.build("hics_fmnist_paper")
+    params = engine.stack_copies(net, 2)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(300, 1, 28, 28, generator=g), torch.arange(300) % 10
+    small, big = (engine.evaluate(net, params, x, y, batch_size=b) for b in (64, 1024))
+    torch.testing.assert_close(small[0], big[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(small[1], big[1], rtol=0, atol=0)
 
 
 _DATASETS = "['cifar10', 'cifar100', 'fashion-mnist']"
@@ -444,18 +538,21 @@ def test_smoke_cifar10_end_to_end(tmp_path, monkeypatch):
         fmnist.run_job(js[0], fm)
 
 
-def test_hics_jobs_resume_from_a_piece_to_identical_results(tmp_path, monkeypatch):
+@pytest.mark.parametrize("extra", [[], ["--set", "train_loss_images=500"]], ids=["all-images", "paper-like"])
+def test_hics_jobs_resume_from_a_piece_to_identical_results(tmp_path, monkeypatch, extra):
     """python -m flkit.sweep hics smoke --setting (2) --group main with a deadline that stops after one round:
     exit 75, the job's checkpoint under the store's checkpoints/ (under 16 MiB); the next call resumes it and
-    stores the same bytes as an uninterrupted sweep; the checkpoint is removed."""
+    stores the same bytes as an uninterrupted sweep; the checkpoint is removed. The same with the training loss
+    over a sample of the training images, as the paper profile records it (paper-like)."""
     from flkit import datasets, owed, results, sweep
     from flkit.papers.hics import sweeps
     if not datasets.available("fashion-mnist"):
         pytest.skip("needs the Fashion-MNIST files")
-    argv = ["hics", "smoke", "--setting", "(2)", "--group", "main"]
+    argv = ["hics", "smoke", "--setting", "(2)", "--group", "main"] + extra
     js = sweep.parse(argv)[2]["jobs"]
     assert len(js) == 2 and all(fmnist.is_setting2_main(j) for j in js)
-    assert js == sweeps.selected(fmnist.profile("smoke"), "(2)", "main")
+    assert js == sweeps.selected(fmnist.profile("smoke", train_loss_images=500 if extra else None), "(2)", "main")
+    assert [j.get("train_loss_images") for j in js] == [500 if extra else None] * 2
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path / "a"))
     assert sweep.main(argv + ["--max-minutes", "0.001"]) == 75
     store = results.book_store("tmp/hics")

@@ -232,28 +232,49 @@ def test_tracked_result_files_stay_under_the_cap():
 
 def test_hics_fmnist_paper_counts_its_19_runs(tmp_path, monkeypatch):
     """19 runs (DivFL's 3 of setting (2) at 600 rounds among them): setting (2)'s three jobs of the four cheap
-    methods first (hics-fmnist-s2), the 16 others apart; 1.5 x 31 GPU minutes in all (the basis's sum, x1.5:
-    the CNN was not timed on a GPU), priced from the paper profile's client trainings."""
-    from flkit.papers.hics import fmnist
+    methods first (hics-fmnist-s2), the 16 others apart; 1.5 x 21 GPU minutes in all (the basis's sum, x1.5:
+    the CNN was not timed on a GPU), priced from the paper profile's client trainings and evaluations (the test
+    set and the training loss over the profile's sample, every round); the CPU price of an evaluation is the
+    measurement's (results/benchmarks/hics_eval_cpu.csv: the smaller per-model CPU time of two repeats, in the
+    chunks the CNN evaluates with on a CPU)."""
+    import pandas as pd
+
+    from flkit.papers.hics import common, fmnist
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
     s2 = next(it for it in owed.ITEMS if it.id == "hics-fmnist-s2")
     rest = next(it for it in owed.ITEMS if it.id == "hics-fmnist-paper")
     (d1, n1, m1), (d2, n2, m2) = s2.progress(), rest.progress()
-    assert (d1, n1, d2, n2) == (0, 3, 0, 16) and m1 + m2 == pytest.approx(46.5)
+    assert (d1, n1, d2, n2) == (0, 3, 0, 16) and m1 + m2 == pytest.approx(31.5)
     assert "600" in rest.item and "3.1e8" in rest.basis and s2.value < rest.value
-    assert owed._ALL_TRAININGS == fmnist.client_trainings(fmnist.profile("paper"))
+    paper = fmnist.profile("paper")
+    assert owed._ALL_TRAININGS == fmnist.client_trainings(paper)
     assert f"{owed._ALL_TRAININGS:,} client trainings" in rest.basis
-    assert owed._S2_TRAININGS == sum(j["rounds"] * 5 * len(j["methods"]) for j in fmnist.jobs(fmnist.profile("paper"))
-                                     if fmnist.is_setting2_main(j))
+    main2 = [j for j in fmnist.jobs(paper) if fmnist.is_setting2_main(j)]
+    assert owed._S2_TRAININGS == sum(j["rounds"] * 5 * len(j["methods"]) for j in main2)
+    assert owed._ALL_EVALS == fmnist.evaluations(paper) and f"{owed._ALL_EVALS:,} run-method rounds" in rest.basis
+    assert owed._S2_EVALS == sum((j["rounds"] + 1) * len(j["methods"]) for j in main2) == 2412
+    assert owed._EVAL_FORWARDS == 10_000 + paper["train_loss_images"]
+    assert f"{owed._ALL_EVALS - owed._S2_EVALS:,} run-method rounds" in rest.cpu_basis
+    bench = pd.read_csv(owed._REPO / "results/benchmarks/hics_eval_cpu.csv")
+    best = bench[bench.batch_size == common.eval_batch(paper["model"], "cpu")].groupby("set").per_model_cpu_s.min()
+    assert (owed._HICS_TEST_S, owed._HICS_LOSS_S) == (round(best["test"], 2), round(best["sample"], 2))
+    for s in (f"{owed._HICS_TEST_S:.2f} s", f"{owed._HICS_LOSS_S:.2f} s", f"{owed._S2_EVALS:,} run-method rounds"):
+        assert s in s2.cpu_basis
+    hours = s2.cpu_min * 3 / 60
+    assert f"{hours:.1f} h in all" in s2.cpu_basis and hours == pytest.approx(6.2, abs=0.05)
 
 
-@pytest.mark.parametrize("name,runs,minutes,data", [("hics-cifar10-paper", 21, 188.0, "CIFAR-10"),
-                                                    ("hics-cifar100-paper", 12, 172.0, "CIFAR-100")])
+@pytest.mark.parametrize("name,runs,minutes,data", [("hics-cifar10-paper", 21, 149.0, "CIFAR-10"),
+                                                    ("hics-cifar100-paper", 12, 137.0, "CIFAR-100")])
 def test_hics_cifar_items_count_their_runs(tmp_path, monkeypatch, name, runs, minutes, data):
     """The CIFAR comparisons: their profiles' jobs in their own store folders, and the data they need."""
     monkeypatch.setenv("FLKIT_RESULTS", str(tmp_path))
+    from flkit.papers.hics import fmnist
     item = next(it for it in owed.ITEMS if it.id == name)
     assert item.progress() == (0, runs, pytest.approx(minutes))
+    cfg = fmnist.profile(f"paper-{name.split('-')[1]}")      # the test set and a 10,000-image sample every round
+    forwards = f"{fmnist.evaluations(cfg) * (10_000 + cfg['train_loss_images']):.1e}".replace("e+0", "e")
+    assert f"{forwards} forward passes" in item.basis
     assert item.needs == f"the {data} files" and not item.cpu and item.document == "004"
     assert item.command == f"python -m flkit.sweep hics paper-{name.split('-')[1]} --device cuda --max-minutes 8"
     df = owed.frame()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from flkit import datasets, models
+from flkit import datasets, models, seeding
 from flkit.partition import Partition, grouped_dirichlet
 from flkit.tasks import EngineTask
 
@@ -23,7 +23,8 @@ __all__ = ["DOC", "FMNIST", "FIG9", "CIFAR10", "CIFAR100", "LOCAL", "HICS", "CIF
            "METHODS", "DOC_NAMES", "DOC_TABLE1", "DOC_SPEEDUP", "DOC_TARGET", "TABLE1_SETTING", "DOC_TABLE1_CIFAR",
            "TABLE1_COSTS", "DOC_CURVES", "SG", "DROPOUT_STREAM",
            "labels_from_counts", "make_partition", "label_fractions", "true_entropy", "split_alphas", "savgol",
-           "rounds_to_target", "batch_clients", "make_task"]
+           "rounds_to_target", "train_loss_sample", "train_loss_idx", "batch_clients", "eval_batch",
+           "make_task"]
 
 DOC = "004"
 
@@ -146,13 +147,42 @@ def rounds_to_target(acc, target: float, rounds=None, *, smooth: bool = True) ->
     return float(r[hit[0]]) if hit.size else float("nan")
 
 
+# ------------------------------------------------------------------------------------------ the training loss
+def train_loss_sample(labels, images: int, seed: int = 0) -> np.ndarray:
+    """``images`` indices of the training set with ``labels``, class-stratified: one image of each class, the
+    rest by the classes' shares (largest remainders), drawn without replacement from ``rng(seed,
+    "train-loss-sample")``; sorted. The ``paper`` profiles' training loss is taken over seed 0's sample in every
+    run (:func:`train_loss_idx`), so methods and seeds are compared on the same images and the spread over seeds
+    holds no sampling noise (flkit.papers.hics.fmnist's docstring: what such a sample reproduces)."""
+    y = np.asarray(labels)
+    classes, counts = np.unique(y, return_counts=True)
+    if not len(classes) <= images <= len(y):
+        raise ValueError(f"train_loss_images must lie in [{len(classes)}, {len(y)}] (the classes, the training "
+                         f"images), got {images!r}")
+    quota = (images - len(classes)) * counts / len(y)           # one image of each class, the rest by shares
+    take = 1 + np.floor(quota).astype(int)
+    take[np.argsort(-(quota - np.floor(quota)), kind="stable")[:images - take.sum()]] += 1
+    g = seeding.rng(seed, "train-loss-sample")
+    return np.sort(np.concatenate([g.choice(np.flatnonzero(y == c), size=k, replace=False)
+                                   for c, k in zip(classes, take)]))
+
+
+def train_loss_idx(labels, images: int | None, device="cpu") -> torch.Tensor | None:
+    """The training images whose loss a job records (``make_task``'s ``train_idx``): None (all of them) when
+    ``images`` is None, else :func:`train_loss_sample` (seed 0's, the same for every run) on ``device``."""
+    if images is None:
+        return None
+    return torch.as_tensor(train_loss_sample(labels, images), device=device)
+
+
 # ------------------------------------------------------------------------------------------ training
-def make_task(data, part, cfg: dict) -> EngineTask:
+def make_task(data, part, cfg: dict, *, train_idx=None) -> EngineTask:
     """The clients of ``part`` training ``cfg['model']`` (R epochs, batch B, lr) with plain SGD, or with
     ``cfg['opt']`` and the FedProx term ``cfg['prox_mu']`` where given (CIFAR), recording the test accuracy and
-    the training loss over all clients' data. A round's clients train together or one at a time
-    (``cfg['vectorized']``: True, False, or "auto", the default, :func:`batch_clients`); the two give the same
-    numbers up to rounding (tests/test_hics_batched.py)."""
+    the training loss over all clients' data (or over the training images ``train_idx``, a sample of them,
+    :func:`train_loss_idx`). Evaluation in chunks of :func:`eval_batch` images. A
+    round's clients train together or one at a time (``cfg['vectorized']``: True, False, or "auto", the default,
+    :func:`batch_clients`); the two give the same numbers up to rounding (tests/test_hics_batched.py)."""
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
     name = cfg.get("dataset", "fashion-mnist")
     if name == "fashion-mnist":
@@ -173,8 +203,19 @@ def make_task(data, part, cfg: dict) -> EngineTask:
     return EngineTask(MODELS[cfg["model"]]().to(data.x_train.device), x, data.y_train[:n], part.indices,
                       x_test, data.y_test, batch_size=cfg["batch_size"], epochs=cfg["epochs"],
                       local_lr=cfg["lr"], opt=cfg.get("opt", "sgd"), prox_mu=cfg.get("prox_mu", 0.0),
-                      train_metrics=True, vectorized=vec,
+                      train_metrics=True, train_idx=train_idx, vectorized=vec,
+                      eval_batch_size=eval_batch(cfg["model"], data.x_train.device),
                       dropout_stream=DROPOUT_STREAM if fmnist_cnn else None, skip_done=fmnist_cnn)
+
+
+def eval_batch(model: str, device) -> int:
+    """Images per chunk when the test accuracy and the training loss are evaluated: 64 for the Fashion-MNIST CNN
+    on a CPU, 1,024 (EngineTask's default) elsewhere; the numbers are the same up to rounding of the sums. A
+    chunk of 1,024 images of this CNN, for the 4 models a job evaluates together, makes ~300 MB activations
+    that the allocator maps afresh and the kernel zero-fills at every chunk: on one thread of this book's CPU
+    an evaluation then spent more time in the kernel than computing, 5.6 s per model for the 10,000 test
+    images against 2.2 s in chunks of 64 (results/benchmarks/hics_eval_cpu.csv)."""
+    return 64 if model == "hics_fmnist_paper" and torch.device(device).type == "cpu" else 1024
 
 
 def batch_clients(model: str, device) -> bool:

@@ -47,7 +47,8 @@ from scipy import stats
 
 from flkit import aggregate, engine, fl, results, sample
 from flkit.papers import claims
-from flkit.papers.hics.common import HICS, make_partition, make_task, savgol, split_alphas, true_entropy
+from flkit.papers.hics.common import (HICS, make_partition, make_task, savgol, split_alphas, train_loss_idx,
+                                      true_entropy)
 
 __all__ = ["SETTING", "VARIANTS", "VARIANT_WORDS", "MODES", "Logged", "class_pool", "e_tracker", "jobs", "run_job",
            "sweep", "reference_runs", "late_table", "selection_table", "paired_gap", "CAUSES", "slug",
@@ -170,7 +171,8 @@ def e_tracker(task, pool: np.ndarray, C: int = 10):
 
 # ---------------------------------------------------------------------------------------- the runs
 def jobs(cfg: dict, variants=None, seeds=None) -> list[dict]:
-    """One stored job per (variant, seed) of the FMNIST page's profile ``cfg``, setting (3)."""
+    """One stored job per (variant, seed) of the FMNIST page's profile ``cfg``, setting (3); with the profile's
+    ``train_loss_images`` where it has a sample (the page's runs' training loss on the same images)."""
     variants = list(VARIANTS) if variants is None else list(variants)
     bad = [v for v in variants if v not in VARIANTS]
     if bad:
@@ -178,19 +180,23 @@ def jobs(cfg: dict, variants=None, seeds=None) -> list[dict]:
     keys = ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset", "lr")
     base = dict(experiment=_EXPERIMENT, **{k: cfg[k] for k in keys}, setting=SETTING,
                 alphas=split_alphas(SETTING), e_pool=200, every=EVERY)
+    if cfg.get("train_loss_images") is not None:     # the stored runs' configs have no such key
+        base["train_loss_images"] = cfg["train_loss_images"]
     return [dict(base, variant=v, sampler=dict(VARIANTS[v]), seed=int(s))
             for v in variants for s in (cfg["seeds"] if seeds is None else seeds)]
 
 
 def run_job(job: dict, data) -> pd.DataFrame:
     r"""One variant, one seed: tidy rows (method = the variant, seed, round, metric, value) with the test
-    accuracy and the training loss every ``job['every']`` rounds, :math:`\mathcal E_i` and :math:`\delta`
-    every round, and the sampler's log."""
+    accuracy and the training loss (over all training images, or the job's ``train_loss_images``, the page's
+    sample) every ``job['every']`` rounds, :math:`\mathcal E_i` and :math:`\delta` every round, and the sampler's
+    log."""
     cfg = {k: job[k] for k in ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset", "lr")}
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
     labels = data.y_train[:n].cpu().numpy()
     part = make_partition(labels, cfg["clients"], job["alphas"], job["seed"])
-    task = make_task(data, part, cfg)
+    idx = train_loss_idx(labels, job.get("train_loss_images"), data.y_train.device)   # None: every training image
+    task = make_task(data, part, cfg, train_idx=idx)
     inner = sample.HiCS.for_task(task, cfg["k"], cfg["rounds"], **job["sampler"])
     logged = Logged(inner, part.counts)
     alg = {job["variant"]: fl.Algorithm(aggregate.FedAvg(), sampler=logged, lr=1.0, local_lr=cfg["lr"])}

@@ -12,7 +12,8 @@ alpha lists (1) {0.001, 0.002, 0.005, 0.01, 0.5}, (2) {0.001, 0.002, 0.005, 0.01
 Profiles. ``paper``: the document's CNN (:func:`flkit.models.hics_fmnist_paper`), configured and runnable,
 not executed on the CPU (see :func:`paper_estimate`); its DivFL runs of Table 1's setting (2) train 600 rounds
 (``divfl_table1_rounds``), since the document's Table 1 gives DivFL 478 rounds to 0.75, beyond the 200 of its
-figures. ``reduced``: the same clients, sampling, epochs, batch
+figures; it records the training loss over a sample of the training images (below). ``reduced``: the same
+clients, sampling, epochs, batch
 and rounds with multinomial logistic regression (:func:`flkit.models.logreg`), DivFL with the same three seeds
 in every setting, and a second learning rate for random and HiCS-FL in setting (2). ``smoke``: seconds.
 
@@ -58,6 +59,17 @@ configs stay as they are.
 Training loss (Figs. 4(a), 13): the global model's mean cross-entropy over the union of the clients'
 training data, :math:`F(\theta^t) = \sum_k n_k F_k(\theta^t)/\sum_k n_k` (every training image belongs to a
 client); its standard deviation (Fig. 14) is taken over seeds, round by round.
+
+What the runs record, every round: the test loss and accuracy (Fig. 2; Table 1's rounds to a target read the
+smoothed accuracy of every round) and the training loss (the curves, the late loss, the round-to-round
+fluctuation the claim checks compare per seed, setting (3)'s comparison with CS). ``reduced`` and ``smoke``:
+over every training image. The ``paper`` profiles (``train_loss_images`` = 10,000): over a class-stratified
+sample of 10,000 training images (:func:`flkit.papers.hics.common.train_loss_idx`, the same images in every run;
+a sixth of the cost of all 60,000 images); on the ``reduced`` profile's runs
+such a sample gives every claim verdict of all 60,000 images (a run's fluctuation within 2.4%), where all
+60,000 every 10th round changes three of the 14 (``benchmarks/hics_train_loss_sample.py``,
+``results/benchmarks/hics_train_loss_sample.md``). Jobs with a sample carry ``train_loss_images``; the stored
+runs, over every image, carry no such key.
 """
 from __future__ import annotations
 
@@ -72,16 +84,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from flkit import aggregate, fl, results, sample
+from flkit import aggregate, engine, fl, results, sample
 from flkit.papers import claims, settings
 from flkit.papers.hics import items
 from flkit.papers.hics.common import (CIFAR_T, DATASETS, DOC_NAMES, DOC_SPEEDUP, DOC_TABLE1, DOC_TARGET, METHODS,
-                                      MODELS, SG, TABLE1_SETTING, make_partition, make_task, rounds_to_target, savgol,
-                                      split_alphas)
+                                      MODELS, SG, TABLE1_SETTING, eval_batch, make_partition, make_task,
+                                      rounds_to_target, savgol, split_alphas, train_loss_idx)
 
 __all__ = ["PROFILES", "profile", "store_name", "algorithms", "is_setting2_main", "run_job", "jobs", "sweep",
-           "client_trainings", "evaluations", "paper_estimate", "truncate", "smoothed_mean", "rounds_table", "table1",
-           "plot_metric", "variability", "claim_checks", "claim_words", "table1_checks",
+           "client_trainings", "evaluations",
+           "paper_estimate", "truncate", "smoothed_mean", "rounds_table", "table1", "plot_metric", "variability",
+           "claim_checks", "claim_words", "table1_checks",
            # the page
            "PROXY_WORDS", "describe", "training_minutes", "plot_learning_rate", "learning_rate_values",
            "last_accuracy", "variability_table", "late_values", "target_accuracy", "divfl_runs", "with_divfl",
@@ -94,10 +107,12 @@ _BASE = dict(dataset="fashion-mnist", opt="sgd", prox_mu=0.0, temperature=None, 
              divfl_settings=["(1)", "(2)", "(3)"], lr_setting="(2)", lr_alt=None, lr_alt_seeds=[],
              divfl_table1_rounds=None,   # DivFL's least rounds in Table 1's setting (None: ``rounds``)
              table1_rounds=None,         # random, pow-d, CS (and DivFL) least rounds there (None: ``rounds``)
-             divfl_proxy="gradient")     # DivFL's vectors (flkit.sample.DivFL): the document's one-step gradient
+             divfl_proxy="gradient",     # DivFL's vectors (flkit.sample.DivFL): the document's one-step gradient
+             train_loss_images=None)     # the training loss over this many training images, a class-stratified
+#                                          sample, the same in every run (None: all of them); both every round
 # appendix 6.1: FedProx mu = 0.1 with Adam, eta = 0.001 (the code: mu = 0.5, one local epoch), R = 2, B = 64
 _CIFAR = dict(_BASE, opt="adam", prox_mu=0.1, temperature=CIFAR_T, lr=0.001, subset=None, seeds=[0, 1, 2],
-              divfl_seeds=[0, 1, 2])
+              divfl_seeds=[0, 1, 2], train_loss_images=10_000)
 PROFILES = {
     "smoke": dict(_BASE, model="logreg", lr=0.01, clients=10, k=2, subset=4000, rounds=15, seeds=[0, 1],
                   divfl_seeds=[0], settings=["(2)"], divfl_settings=["(2)"], lr_alt=0.001, lr_alt_seeds=[0]),
@@ -105,7 +120,8 @@ PROFILES = {
                     lr_alt=0.01, lr_alt_seeds=[0]),
     "paper": dict(_BASE, model="hics_fmnist_paper", lr=0.001, subset=None, seeds=[0, 1, 2], divfl_seeds=[0, 1, 2],
                   lr_alt=0.01, lr_alt_seeds=[0],   # the literal rate beside ten times larger, as on the page
-                  divfl_table1_rounds=600),     # Table 1: the document's DivFL needs 478 rounds
+                  divfl_table1_rounds=600,      # Table 1: the document's DivFL needs 478 rounds
+                  train_loss_images=10_000),    # the training loss every round on a sixth of the training images
     # Sec. 4.1: 50 clients, 20% per round, 500 rounds; Table 1 needs up to 1417 rounds (DivFL), 1037 (pow-d)
     "paper-cifar10": dict(_CIFAR, dataset="cifar10", model="hics_cifar10", clients=50, k=10, rounds=500, gamma0=4.0,
                           table1_rounds=1500),
@@ -116,7 +132,7 @@ PROFILES = {
     # seconds on the tests' fake files (a few images per client): every method, the split Table 1 jobs
     "smoke-cifar10": dict(_CIFAR, dataset="cifar10", model="hics_cifar10", clients=10, k=2, subset=4000, rounds=13,
                           batch_size=16, gamma0=4.0, seeds=[0], divfl_seeds=[0], settings=["(2)"],
-                          divfl_settings=["(2)"], table1_rounds=14),
+                          divfl_settings=["(2)"], table1_rounds=14, train_loss_images=50),
 }
 _FITS = {"fashion-mnist": ("logreg", "hics_fmnist_paper"), "cifar10": ("hics_cifar10",), "cifar100": ("hics_cifar100",)}
 
@@ -165,6 +181,10 @@ def profile(name: str, **overrides) -> dict:
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < SG[0]):
             raise ValueError(f"{key} must be None ({who} runs `rounds`) or an int >= {SG[0]} ({who} then "
                              f"runs the larger of it and `rounds`), got {v!r}")
+    m, classes = cfg["train_loss_images"], 100 if cfg["dataset"] == "cifar100" else 10
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < classes):
+        raise ValueError(f"train_loss_images must be None (all training images) or an int >= {classes} (one image "
+                         f"of each class at least), got {m!r}")
     return cfg
 
 
@@ -210,8 +230,10 @@ def run_job(job: dict, data, *, checkpoint_dir=None, deadline: float | None = No
     if getattr(data, "name", want) != want:
         raise ValueError(f"job of dataset {want!r} given data of {data.name!r}")
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
-    part = make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], job["alphas"], job["seed"])
-    task = make_task(data, part, cfg)
+    labels = data.y_train[:n].cpu().numpy()
+    part = make_partition(labels, cfg["clients"], job["alphas"], job["seed"])
+    idx = train_loss_idx(labels, job.get("train_loss_images"), data.y_train.device)   # None: every training image
+    task = make_task(data, part, cfg, train_idx=idx)
     ckpt = None
     if checkpoint_dir is not None:
         ckpt = Path(checkpoint_dir) / f"job-{results.config_key(job)}.pt"
@@ -227,11 +249,14 @@ def jobs(cfg: dict) -> list[dict]:
     ``table1_rounds`` rounds; there random, pow-d and CS run ``table1_rounds`` (when larger than ``rounds``) as
     a job of their own, HiCS-FL (annealed over its horizon) ``rounds``; random and HiCS-FL at ``lr_alt`` in
     ``lr_setting``. CIFAR jobs carry ``dataset``, ``opt``, ``prox_mu``, ``temperature`` and ``gamma0``;
-    Fashion-MNIST jobs only those of them overridden (the stored configs have none)."""
+    Fashion-MNIST jobs only those of them overridden (the stored configs have none); ``train_loss_images`` only
+    where it is not None (every training image)."""
     keys = ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset")
     name = cfg["dataset"]
     base = dict(experiment=DATASETS[name]["experiment"], **{k: cfg[k] for k in keys})
     base.update({k: cfg[k] for k in _CIFAR_KEYS if name != "fashion-mnist" or cfg[k] != _BASE[k]})
+    if cfg["train_loss_images"] is not None:      # the stored runs' configs have no such key
+        base["train_loss_images"] = cfg["train_loss_images"]
     out = []
     T, t1 = cfg["rounds"], cfg["table1_rounds"] or 0
 
@@ -274,9 +299,10 @@ def client_trainings(cfg: dict) -> int:
 
 
 def evaluations(cfg: dict) -> int:
-    """Evaluations of the global model (test accuracy and training loss, every round) of the jobs of ``cfg``:
-    one per round of each run of each method."""
-    return sum(j["rounds"] * len(j["methods"]) for j in jobs(cfg))
+    """Evaluations of the global model in the jobs of ``cfg``: one per round (0 to the job's rounds) of each run of
+    each method, each the test set (loss and accuracy) and the training loss (over ``train_loss_images`` images,
+    or all of them)."""
+    return sum((j["rounds"] + 1) * len(j["methods"]) for j in jobs(cfg))
 
 
 def paper_estimate(data, cfg: dict, rounds: int = 2, evaluation: bool = False) -> pd.DataFrame:
@@ -285,11 +311,15 @@ def paper_estimate(data, cfg: dict, rounds: int = 2, evaluation: bool = False) -
     profile: its :func:`client_trainings` times that cost (pow-d's loss probes not counted).
     ``cpu_seconds_per_client``: the same in this process's CPU time (one thread: what a core of its own would
     take, where the wall time on a shared core also counts the waiting). With ``evaluation``, also the seconds
-    of one evaluation of the global model (test accuracy and training loss: every image of both sets, timed
-    once) and ``eval_hours``: that times the profile's :func:`evaluations`."""
+    (wall and CPU) of one test-set evaluation of the global model (loss and accuracy on every test image) and of
+    one training-loss evaluation (over the profile's ``train_loss_images``, or every training image), each timed
+    once after a warm-up on 1,024 images, and ``eval_hours``: their CPU seconds times the profile's
+    :func:`evaluations`."""
     n = len(data.y_train) if cfg["subset"] is None else cfg["subset"]
-    part = make_partition(data.y_train[:n].cpu().numpy(), cfg["clients"], split_alphas("(2)", cfg["dataset"]), 0)
-    task = make_task(data, part, cfg)
+    labels = data.y_train[:n].cpu().numpy()
+    part = make_partition(labels, cfg["clients"], split_alphas("(2)", cfg["dataset"]), 0)
+    idx = train_loss_idx(labels, cfg["train_loss_images"], data.y_train.device)
+    task = make_task(data, part, cfg, train_idx=idx)
     w = task.init_params([0])
     runs = fl.Runs([0], torch.tensor([float(cfg["lr"])], dtype=task.dtype), ["random"])
     tic, tic_cpu = time.perf_counter(), time.process_time()
@@ -303,11 +333,17 @@ def paper_estimate(data, cfg: dict, rounds: int = 2, evaluation: bool = False) -
     vals = dict(seconds_per_client=per_client, client_trainings=trainings, hours=per_client * trainings / 3600,
                 cpu_seconds_per_client=cpu_per_client)
     if evaluation:
-        tic = time.perf_counter()
-        task.metrics(w)
-        per_eval = time.perf_counter() - tic
-        vals.update(seconds_per_evaluation=per_eval, evaluations=evaluations(cfg),
-                    eval_hours=per_eval * evaluations(cfg) / 3600)
+        params = task.unflatten(w)
+        sample = (task.x, task.y) if idx is None else (task.x[idx], task.y[idx])
+        for name, (x, y) in (("test_evaluation", (task.x_test, task.y_test)), ("train_loss", sample)):
+            engine.evaluate(task.model, params, x[:1024], y[:1024], batch_size=task.eval_batch_size)   # warm-up
+            tic, tic_cpu = time.perf_counter(), time.process_time()
+            engine.evaluate(task.model, params, x, y, batch_size=task.eval_batch_size)   # as task.metrics does
+            vals[f"seconds_per_{name}"] = time.perf_counter() - tic
+            vals[f"cpu_seconds_per_{name}"] = time.process_time() - tic_cpu
+        vals.update(evaluations=evaluations(cfg), train_loss_images=len(task.y) if idx is None else len(idx),
+                    eval_hours=(vals["cpu_seconds_per_test_evaluation"] + vals["cpu_seconds_per_train_loss"])
+                    * evaluations(cfg) / 3600)
     return pd.DataFrame({"round": 0, "metric": list(vals), "value": list(vals.values())})
 
 
@@ -516,9 +552,10 @@ PROXY_WORDS = {"gradient": "the document's one-step gradient of every client",
 
 def describe(name: str, cfg: dict) -> str:
     """One line: the profile ``name`` and its settings ``cfg``."""
+    loss = "" if cfg["train_loss_images"] is None else f", training loss over {cfg['train_loss_images']:,} images"
     return (f"profile={name}: model {cfg['model']}, N = {cfg['clients']}, K = {cfg['k']}, R = {cfg['epochs']}, "
             f"B = {cfg['batch_size']}, eta = {cfg['lr']}, {cfg['rounds']} rounds, seeds {cfg['seeds']}, "
-            f"DivFL's proxy: {cfg['divfl_proxy']}")
+            f"DivFL's proxy: {cfg['divfl_proxy']}{loss}")
 
 
 def training_minutes(cfg: dict, store) -> float:
@@ -644,23 +681,27 @@ def claim_values(checks: list, rt: pd.DataFrame, rounds: int) -> dict:
 
 def cnn_estimate(name: str, data, store) -> tuple[dict, str]:
     """The document's CNN on this machine (:func:`paper_estimate` of the ``paper`` profile, two rounds, stored per
-    host in the book's store; a smoke run that finds none there stores its own in ``store``): seconds per client
-    training and per evaluation, and the hours of the ``paper`` profile's trainings and evaluations (its jobs
-    now, each for its own rounds). Returns (values, one line in words)."""
+    host in the book's store; a smoke run that finds none there stores its own in ``store``), in one thread's CPU
+    time: seconds per client training, per test-set evaluation and per training-loss evaluation, and the hours of
+    the ``paper`` profile's trainings and evaluations (its jobs now, each for its own rounds; the training loss over
+    the profile's ``train_loss_images``). Returns (values, one line in words)."""
     pcfg = profile("paper")
     est_cfg = dict(experiment="fmnist_paper_estimate", model=pcfg["model"], rounds=2, k=pcfg["k"],
-                   host=platform.machine(), divfl_proxy=pcfg["divfl_proxy"], evaluation=True)
+                   host=platform.machine(), divfl_proxy=pcfg["divfl_proxy"], evaluation="test and training loss apart",
+                   train_loss_images=pcfg["train_loss_images"],
+                   eval_batch=eval_batch(pcfg["model"], data.x_train.device))   # the images per evaluation chunk
     est_store = results.book_store("hics")         # the timing is the machine's, whatever the profile ...
     if name == "smoke" and not est_store.done(est_cfg):
         est_store = store                          # ... but a smoke run writes nothing into the book's results
     est = results.sweep([est_cfg], lambda c: paper_estimate(data, pcfg, rounds=2, evaluation=True), est_store,
                         progress=False).set_index("metric")["value"]
     n_train, n_eval = client_trainings(pcfg), evaluations(pcfg)
-    train_h = float(est["seconds_per_client"]) * n_train / 3600
-    eval_h = float(est["seconds_per_evaluation"]) * n_eval / 3600
-    values = dict(cnn_s=float(est["seconds_per_client"]), cnn_train_h=train_h,
-                  cnn_eval_s=float(est["seconds_per_evaluation"]), cnn_eval_h=eval_h, cnn_h=train_h + eval_h)
-    words = (f"training: {est['seconds_per_client']:.2f} s per client training x {n_train:,} -> {train_h:.0f} h; "
-             f"evaluation: {est['seconds_per_evaluation']:.1f} s each x {n_eval:,} -> {eval_h:.0f} h; "
-             f"about {train_h + eval_h:.0f} h on this CPU (one thread)")
+    client_s, test_s, loss_s = (float(est[f"cpu_seconds_per_{k}"]) for k in ("client", "test_evaluation", "train_loss"))
+    train_h, eval_h = client_s * n_train / 3600, (test_s + loss_s) * n_eval / 3600
+    values = dict(cnn_s=client_s, cnn_train_h=train_h, cnn_test_s=test_s, cnn_loss_s=loss_s, cnn_eval_h=eval_h,
+                  cnn_h=train_h + eval_h, cnn_loss_images=int(est["train_loss_images"]))
+    words = (f"training: {client_s:.2f} s per client training x {n_train:,} -> {train_h:.0f} h; evaluation: "
+             f"{test_s:.1f} s for the test set and {loss_s:.1f} s for the training loss "
+             f"({int(est['train_loss_images']):,} images) x {n_eval:,} -> {eval_h:.0f} h; about "
+             f"{train_h + eval_h:.0f} h on this CPU (one thread's CPU time)")
     return values, words
