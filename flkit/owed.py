@@ -226,20 +226,27 @@ _HICS_FMNIST_BASIS = (
     "every round of 6 runs x 200 + 3 runs x 600 rounds), 17 min at ~300k samples/s, the engine's rate for a "
     "small CNN on an H100 (results/benchmarks/engine_h100.csv); evaluation: the 10,000 test images and the "
     "training loss on a sample of 10,000 training images each round of each run and method (10,647 run-method "
-    "rounds, hics.fmnist.evaluations), 2.1e8 forward passes at about a third of a training sample's cost, 4 min; "
-    "~21 min in all; a round's clients train together (the engine's grouped path with per-client BatchNorm): "
+    "rounds, hics.fmnist.evaluations), 2.1e8 forward passes, and pow-d's loss probe (d = N: every client's loss at "
+    "the global model each round, the 60,000 training images, 1,800 rounds of pow-d runs, hics.fmnist.loss_probes), "
+    "1.1e8, at about a third of a training sample's cost, 6 min; "
+    "~23 min in all; a round's clients train together (the engine's grouped path with per-client BatchNorm): "
     "~0.28M sequential local steps instead of 2.0M one client at a time, besides DivFL's 150,000 full-batch "
     "gradients one client at a time (benchmarks/bench_hics_batched.py --plan), at ~290 kernels a step a launch "
-    "floor of ~6 min, below the compute; the CNN has not been timed on a GPU: priced at 1.5 x 21 min")
+    "floor of ~6 min, below the compute; the CNN has not been timed on a GPU: priced at 1.5 x 23 min")
 # the four cheap methods of setting (2), 3 seeds x 200 rounds x 5 clients x 4 methods = 12,000 client trainings
 # (2.9e7 samples) and 12 x 201 evaluations (rounds 0-200, 4.8e7 forward passes); all of the paper profile:
 # hics.fmnist.client_trainings and hics.fmnist.evaluations of profile("paper") (tests/test_owed.py checks they agree)
 _S2_TRAININGS, _S2_EVALS = 12_000, 12 * 201
 _ALL_TRAININGS, _ALL_EVALS = 128_000, 10_647
 _EVAL_FORWARDS = 10_000 + 10_000    # an evaluation: the test set and the training loss over the profile's sample
-_S2_SHARE = ((_S2_TRAININGS * 2400 + _S2_EVALS * _EVAL_FORWARDS / 3)
-             / (_ALL_TRAININGS * 2400 + _ALL_EVALS * _EVAL_FORWARDS / 3))
-_HICS_GPU_MIN = 1.5 * 21    # 21 min at the engine's batched rate, x1.5: this CNN was not timed on a GPU
+# pow-d's loss probe (d = N): every client's training loss at the global model, every round of every pow-d run, a
+# forward pass over all 60,000 training images (hics.fmnist.loss_probes: 3 seeds x 200 rounds in setting (2), 1,800
+# rounds in all)
+_S2_PROBES, _ALL_PROBES = 600, 1800
+_PROBE_FORWARDS = 60_000
+_S2_SHARE = ((_S2_TRAININGS * 2400 + (_S2_EVALS * _EVAL_FORWARDS + _S2_PROBES * _PROBE_FORWARDS) / 3)
+             / (_ALL_TRAININGS * 2400 + (_ALL_EVALS * _EVAL_FORWARDS + _ALL_PROBES * _PROBE_FORWARDS) / 3))
+_HICS_GPU_MIN = 1.5 * 23    # 23 min at the engine's batched rate, x1.5: this CNN was not timed on a GPU
 
 
 # one evaluation of the CNN on one thread of this CPU, pinned to core 0, per model of the 4 a job evaluates
@@ -249,11 +256,13 @@ _HICS_GPU_MIN = 1.5 * 21    # 21 min at the engine's batched rate, x1.5: this CN
 # 10,000 training images, both every round of every run (over all 60,000: 12.9 s; in chunks of 1,024, as before,
 # 5.6 s for the test set and 33.8 s for all 60,000 training images)
 _HICS_TEST_S, _HICS_LOSS_S = 2.23, 2.14
+_HICS_PROBE_S = 12.87     # all 60,000 training images in the same benchmark: one round of pow-d's loss probe
 
 
-def _hics_cpu_min(trainings: float, evals: float) -> float:
-    """CPU minutes of ``trainings`` client trainings and ``evals`` evaluations (run-method rounds) of the CNN."""
-    return (trainings * _HICS_S_PER_CLIENT + evals * (_HICS_TEST_S + _HICS_LOSS_S)) / 60
+def _hics_cpu_min(trainings: float, evals: float, probes: float) -> float:
+    """CPU minutes of ``trainings`` client trainings, ``evals`` evaluations (run-method rounds) and ``probes`` rounds of
+    pow-d's loss probe of the CNN."""
+    return (trainings * _HICS_S_PER_CLIENT + evals * (_HICS_TEST_S + _HICS_LOSS_S) + probes * _HICS_PROBE_S) / 60
 
 
 _FEDAU_MIN = 1.5
@@ -339,12 +348,15 @@ ITEMS = [
          _HICS_GPU_MIN * _S2_SHARE / 3,
          "estimated from " + _HICS_FMNIST_BASIS + "; this item's share: 2.9e7 samples and 4.8e7 evaluation forwards "
          "(12 % of the work)",
-         _hics_cpu_min(_S2_TRAININGS, _S2_EVALS) / 3,
+         _hics_cpu_min(_S2_TRAININGS, _S2_EVALS, _S2_PROBES) / 3,
          "measured: 0.98 s per client training of the CNN on one thread of this CPU, one client at a time as "
          "the CNN trains on a CPU (results/benchmarks/hics_paper_estimate_cpu.csv; its clients trained together: "
          "1.08 s) x 12,000 trainings (3.3 h), and per evaluation 2.23 s for the 10,000 test images and 2.14 s for "
          "the training loss over the profile's sample of 10,000 training images (one thread's CPU time, in chunks of "
-         "64 images: results/benchmarks/hics_eval_cpu.csv) x 2,412 run-method rounds (2.9 h); 6.2 h in all",
+         "64 images: results/benchmarks/hics_eval_cpu.csv) x 2,412 run-method rounds (2.9 h), and 12.87 s for pow-d's "
+         "loss probe, every client's loss at the global model (the 60,000 training images, same benchmark) x 600 "
+         "rounds (2.1 h); 8.3 h in all (the first pieces paid on this CPU ran at about 60 s a round, 10 h for the "
+         "three jobs)",
          cpu_measured=True,
          data=("fashion-mnist",), part_of="hics-fmnist-paper"),
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
@@ -421,11 +433,12 @@ ITEMS = [
          "the figures' other settings and DivFL's 478 rounds: secondary to setting (2)",
          _HICS_GPU_MIN * (1 - _S2_SHARE) / 16,
          "estimated from " + _HICS_FMNIST_BASIS + " (less hics-fmnist-s2's share)",
-         _hics_cpu_min(_ALL_TRAININGS - _S2_TRAININGS, _ALL_EVALS - _S2_EVALS) / 16,
+         _hics_cpu_min(_ALL_TRAININGS - _S2_TRAININGS, _ALL_EVALS - _S2_EVALS, _ALL_PROBES - _S2_PROBES) / 16,
          "measured: 0.98 s per client training on one thread of this CPU (one client at a time, as the CNN "
          "trains on a CPU) x 116,000 trainings (DivFL's one-step gradient proxy: 50 full-batch gradients every "
          "round), and 2.23 + 2.14 s per evaluation (the test set and the training loss over the profile's sample "
-         "of 10,000 training images, results/benchmarks/hics_eval_cpu.csv) x 8,235 run-method rounds",
+         "of 10,000 training images, results/benchmarks/hics_eval_cpu.csv) x 8,235 run-method rounds, and 12.87 s "
+         "per round of pow-d's loss probe (all 60,000 training images) x 1,200 rounds",
          cpu_measured=True, data=("fashion-mnist",)),
     Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
          "client in every round) with the document's CNN; the theory page runs logistic regression",

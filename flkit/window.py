@@ -413,16 +413,20 @@ def hics_rate(device: str = "cuda", rounds: int = 3, synthetic: int | None = Non
     images = len(data.y_train) + len(data.y_test)
     train_rate, eval_rate = samples / train_s, images / eval_s
     per_training = 2 * 1200                   # the ledger's client training: 2 epochs x ~1,200 images
+
+    def forwards(evals, probes):              # evaluation forwards: the evaluations and pow-d's loss probes
+        return evals * owed._EVAL_FORWARDS + probes * owed._PROBE_FORWARDS
     rows = [("seconds_per_client", train_s / (rounds * K), "s (this partition's clients)"),
             ("train_samples_per_s", train_rate, "samples/s"),
             ("seconds_per_evaluation", eval_s, f"s ({images} images)"),
             ("eval_forwards_per_s", eval_rate, "images/s"),
             ("minutes_hics-fmnist-s2",
-             (owed._S2_TRAININGS * per_training / train_rate + owed._S2_EVALS / eval_rate) / 60,
-             "min on this device (projected)"),
+             (owed._S2_TRAININGS * per_training / train_rate + forwards(owed._S2_EVALS, owed._S2_PROBES) / eval_rate)
+             / 60, "min on this device (projected)"),
             ("minutes_hics-fmnist-paper",
              ((owed._ALL_TRAININGS - owed._S2_TRAININGS) * per_training / train_rate
-              + (owed._ALL_EVALS - owed._S2_EVALS) / eval_rate) / 60, "min on this device (projected)")]
+              + forwards(owed._ALL_EVALS - owed._S2_EVALS, owed._ALL_PROBES - owed._S2_PROBES) / eval_rate) / 60,
+             "min on this device (projected)")]
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     return [dict(model="hics_fmnist_paper", metric=m, value=v, unit=u, data=source, timed_rounds=rounds,
                  clients_per_round=K, device=name, torch=torch.__version__) for m, v, u in rows]

@@ -244,7 +244,7 @@ def test_hics_fmnist_paper_counts_its_19_runs(tmp_path, monkeypatch):
     s2 = next(it for it in owed.ITEMS if it.id == "hics-fmnist-s2")
     rest = next(it for it in owed.ITEMS if it.id == "hics-fmnist-paper")
     (d1, n1, m1), (d2, n2, m2) = s2.progress(), rest.progress()
-    assert (d1, n1, d2, n2) == (0, 3, 0, 16) and m1 + m2 == pytest.approx(31.5)
+    assert (d1, n1, d2, n2) == (0, 3, 0, 16) and m1 + m2 == pytest.approx(34.5)
     assert "600" in rest.item and "3.1e8" in rest.basis and s2.value < rest.value
     paper = fmnist.profile("paper")
     assert owed._ALL_TRAININGS == fmnist.client_trainings(paper)
@@ -254,14 +254,19 @@ def test_hics_fmnist_paper_counts_its_19_runs(tmp_path, monkeypatch):
     assert owed._ALL_EVALS == fmnist.evaluations(paper) and f"{owed._ALL_EVALS:,} run-method rounds" in rest.basis
     assert owed._S2_EVALS == sum((j["rounds"] + 1) * len(j["methods"]) for j in main2) == 2412
     assert owed._EVAL_FORWARDS == 10_000 + paper["train_loss_images"]
+    assert owed._ALL_PROBES == fmnist.loss_probes(paper) and owed._S2_PROBES == fmnist.loss_probes(
+        fmnist.profile("paper", settings=["(2)"], divfl_settings=[], lr_alt=None)) == 600
+    assert owed._PROBE_FORWARDS == 60_000 and "1,800 rounds of pow-d runs" in rest.basis
     assert f"{owed._ALL_EVALS - owed._S2_EVALS:,} run-method rounds" in rest.cpu_basis
     bench = pd.read_csv(owed._REPO / "results/benchmarks/hics_eval_cpu.csv")
     best = bench[bench.batch_size == common.eval_batch(paper["model"], "cpu")].groupby("set").per_model_cpu_s.min()
-    assert (owed._HICS_TEST_S, owed._HICS_LOSS_S) == (round(best["test"], 2), round(best["sample"], 2))
-    for s in (f"{owed._HICS_TEST_S:.2f} s", f"{owed._HICS_LOSS_S:.2f} s", f"{owed._S2_EVALS:,} run-method rounds"):
+    assert (owed._HICS_TEST_S, owed._HICS_LOSS_S, owed._HICS_PROBE_S) == (
+        round(best["test"], 2), round(best["sample"], 2), round(best["train"], 2))
+    for s in (f"{owed._HICS_TEST_S:.2f} s", f"{owed._HICS_LOSS_S:.2f} s", f"{owed._S2_EVALS:,} run-method rounds",
+              f"{owed._HICS_PROBE_S:.2f} s for pow-d's loss probe", f"x {owed._S2_PROBES} rounds"):
         assert s in s2.cpu_basis
     hours = s2.cpu_min * 3 / 60
-    assert f"{hours:.1f} h in all" in s2.cpu_basis and hours == pytest.approx(6.2, abs=0.05)
+    assert f"{hours:.1f} h in all" in s2.cpu_basis and hours == pytest.approx(8.3, abs=0.05)
 
 
 @pytest.mark.parametrize("name,runs,minutes,data", [("hics-cifar10-paper", 21, 149.0, "CIFAR-10"),

@@ -92,7 +92,7 @@ from flkit.papers.hics.common import (CIFAR_T, DATASETS, DOC_NAMES, DOC_SPEEDUP,
                                       rounds_to_target, savgol, split_alphas, train_loss_idx)
 
 __all__ = ["PROFILES", "profile", "store_name", "algorithms", "is_setting2_main", "run_job", "jobs", "sweep",
-           "client_trainings", "evaluations",
+           "client_trainings", "evaluations", "loss_probes",
            "paper_estimate", "truncate", "smoothed_mean", "rounds_table", "table1", "plot_metric", "variability",
            "claim_checks", "claim_words", "table1_checks",
            # the page
@@ -303,6 +303,12 @@ def evaluations(cfg: dict) -> int:
     each method, each the test set (loss and accuracy) and the training loss (over ``train_loss_images`` images,
     or all of them)."""
     return sum((j["rounds"] + 1) * len(j["methods"]) for j in jobs(cfg))
+
+
+def loss_probes(cfg: dict) -> int:
+    """Rounds of pow-d's loss probe in the jobs of ``cfg``: every round of every pow-d run, each the training loss of
+    every client at the global model (d = N), a forward pass over all the clients' training images."""
+    return sum(j["rounds"] for j in jobs(cfg) if "pow-d" in j["methods"])
 
 
 def paper_estimate(data, cfg: dict, rounds: int = 2, evaluation: bool = False) -> pd.DataFrame:
@@ -684,7 +690,8 @@ def cnn_estimate(name: str, data, store) -> tuple[dict, str]:
     host in the book's store; a smoke run that finds none there stores its own in ``store``), in one thread's CPU
     time: seconds per client training, per test-set evaluation and per training-loss evaluation, and the hours of
     the ``paper`` profile's trainings and evaluations (its jobs now, each for its own rounds; the training loss over
-    the profile's ``train_loss_images``). Returns (values, one line in words)."""
+    the profile's ``train_loss_images``; pow-d's loss probe over every training image, scaled from the timed
+    training loss by the number of images). Returns (values, one line in words)."""
     pcfg = profile("paper")
     est_cfg = dict(experiment="fmnist_paper_estimate", model=pcfg["model"], rounds=2, k=pcfg["k"],
                    host=platform.machine(), divfl_proxy=pcfg["divfl_proxy"], evaluation="test and training loss apart",
@@ -695,13 +702,15 @@ def cnn_estimate(name: str, data, store) -> tuple[dict, str]:
         est_store = store                          # ... but a smoke run writes nothing into the book's results
     est = results.sweep([est_cfg], lambda c: paper_estimate(data, pcfg, rounds=2, evaluation=True), est_store,
                         progress=False).set_index("metric")["value"]
-    n_train, n_eval = client_trainings(pcfg), evaluations(pcfg)
+    n_train, n_eval, n_probe = client_trainings(pcfg), evaluations(pcfg), loss_probes(pcfg)
     client_s, test_s, loss_s = (float(est[f"cpu_seconds_per_{k}"]) for k in ("client", "test_evaluation", "train_loss"))
-    train_h, eval_h = client_s * n_train / 3600, (test_s + loss_s) * n_eval / 3600
-    values = dict(cnn_s=client_s, cnn_train_h=train_h, cnn_test_s=test_s, cnn_loss_s=loss_s, cnn_eval_h=eval_h,
-                  cnn_h=train_h + eval_h, cnn_loss_images=int(est["train_loss_images"]))
+    probe_s = loss_s * len(data.y_train) / float(est["train_loss_images"])   # the loss over every training image
+    train_h, eval_h = client_s * n_train / 3600, ((test_s + loss_s) * n_eval + probe_s * n_probe) / 3600
+    values = dict(cnn_s=client_s, cnn_train_h=train_h, cnn_test_s=test_s, cnn_loss_s=loss_s, cnn_probe_s=probe_s,
+                  cnn_eval_h=eval_h, cnn_h=train_h + eval_h, cnn_loss_images=int(est["train_loss_images"]))
     words = (f"training: {client_s:.2f} s per client training x {n_train:,} -> {train_h:.0f} h; evaluation: "
              f"{test_s:.1f} s for the test set and {loss_s:.1f} s for the training loss "
-             f"({int(est['train_loss_images']):,} images) x {n_eval:,} -> {eval_h:.0f} h; about "
+             f"({int(est['train_loss_images']):,} images) x {n_eval:,}, and {probe_s:.1f} s for pow-d's loss probe "
+             f"(every training image) x {n_probe:,} -> {eval_h:.0f} h; about "
              f"{train_h + eval_h:.0f} h on this CPU (one thread's CPU time)")
     return values, words
