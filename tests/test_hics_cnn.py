@@ -53,6 +53,7 @@ def test_reads_stored_runs_only(tmp_path):
     assert filed == {} and math.isnan(target)
     v = cnn.values(empty, filed, target, "smoke")
     assert v["cnn_runs"] == 0 and v["cnn_checks"] == "none" and "No run" in v["cnn_words"]
+    assert v["cnn_target"] == "none (no run stored)"
     assert cnn.figure(empty, "smoke") is None
     assert list(cnn.table1(empty, target)["ours"]) == ["no run stored"] * 4
 
@@ -68,5 +69,5 @@ def test_reads_stored_runs_only(tmp_path):
     assert all(c.scale == cnn.scale(t, "smoke") and "seeds [1]" in c.scale for c in flat)
     assert 0 < target < 1
     v = cnn.values(t, filed, target, "smoke")
-    assert v["cnn_runs"] == 1 and v["cnn_seeds"] == "1" and v["cnn_of"] == 2
+    assert v["cnn_runs"] == 1 and v["cnn_seeds"] == "1" and v["cnn_of"] == 2 and v["cnn_target"] == f"{target:.3f}"
     assert list(cnn.table1(t, target).index) == list(cnn.METHODS)
