@@ -70,4 +70,6 @@ def test_reads_stored_runs_only(tmp_path):
     assert 0 < target < 1
     v = cnn.values(t, filed, target, "smoke")
     assert v["cnn_runs"] == 1 and v["cnn_seeds"] == "1" and v["cnn_of"] == 2 and v["cnn_target"] == f"{target:.3f}"
-    assert list(cnn.table1(t, target).index) == list(cnn.METHODS)
+    t1 = cnn.table1(t, target)
+    assert list(t1.index) == list(cnn.METHODS)
+    assert all(f"{m} {t1.loc[m, 'ours: rounds to 0.750']}" in v["cnn_words"] for m in cnn.METHODS)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from flkit.papers import claims, scales
 from flkit.papers.hics import fmnist, items
-from flkit.papers.hics.common import DOC_SPEEDUP, DOC_TABLE1, DOC_TARGET, TABLE1_SETTING
+from flkit.papers.hics.common import DOC_SPEEDUP, DOC_TABLE1, DOC_TARGET
 
 __all__ = ["PROFILE", "PAGE", "METHODS", "source", "model_words", "jobs", "runs", "scale", "checks", "prefer",
            "figure", "table1", "values"]
@@ -126,16 +126,12 @@ def values(table: pd.DataFrame, filed: dict, target: float, name: str = PROFILE)
                             "and Fig. 2 are read on the linear stand-in only.")
         out["cnn_checks"] = "none"
         return out
-    rt = fmnist.rounds_table(table[table["setting"] == TABLE1_SETTING], DOC_TARGET)
-    mean = {m: rt[rt.method == m]["rounds"].mean() for m in METHODS}
-    parts = []
-    for m in METHODS:
-        r = rt[rt.method == m]["rounds"]
-        got = (f"{mean[m]:.0f} rounds" + (f" ({r.notna().sum()} of {len(r)} seeds)" if r.isna().any() else "")
-               if r.notna().any() else "does not reach it")
-        sp = mean["random"] / mean[m] if r.notna().all() and rt[rt.method == "random"]["rounds"].notna().all() else None
-        parts.append(f"{m} {got}" + (f" ({sp:.1f}x; document: {DOC_TABLE1[m]} rounds, {DOC_SPEEDUP[m]:.1f}x)"
-                                     if sp is not None and m != "random" else f" (document: {DOC_TABLE1[m]})"))
+    t1 = table1(table, target)                  # the words read the table's cells: one computation of both
+    col, spc = f"ours: rounds to {DOC_TARGET:.3f}", f"ours: speed-up ({DOC_TARGET:.3f})"
+    parts = [f"{m} {row[col]}" + (" rounds" if row[col][0].isdigit() else "")
+             + ("" if m == "random" or row[spc] == "n/a" else f", {row[spc]}")
+             + f" (document: {row['document: rounds to 0.75']} rounds, {row['document: speed-up']})"
+             for m, row in t1.iterrows()]
     out["cnn_words"] = (f"With {model_words(name)} ({len(seeds)} of {out['cnn_of']} seeds stored), to a smoothed test "
                         f"accuracy of {DOC_TARGET}: " + "; ".join(parts) + ".")
     flat = [c for cs in filed.values() for c in cs]
