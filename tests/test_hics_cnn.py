@@ -53,7 +53,7 @@ def test_reads_stored_runs_only(tmp_path):
     assert filed == {} and math.isnan(target)
     v = cnn.values(empty, filed, target, "smoke")
     assert v["cnn_runs"] == 0 and v["cnn_checks"] == "none" and "No run" in v["cnn_words"]
-    assert v["cnn_target"] == "none (no run stored)"
+    assert v["cnn_target"] == "none (no run stored)" and v["cnn_run_words"] == "no run of it is stored here yet"
     assert cnn.figure(empty, "smoke") is None
     assert list(cnn.table1(empty, target)["ours"]) == ["no run stored"] * 4
 
@@ -70,6 +70,7 @@ def test_reads_stored_runs_only(tmp_path):
     assert 0 < target < 1
     v = cnn.values(t, filed, target, "smoke")
     assert v["cnn_runs"] == 1 and v["cnn_seeds"] == "1" and v["cnn_of"] == 2 and v["cnn_target"] == f"{target:.3f}"
+    assert "stored for seed 1 (of 0, 1)" in v["cnn_run_words"]
     t1 = cnn.table1(t, target)
     assert list(t1.index) == list(cnn.METHODS)
     assert all(f"{m} {t1.loc[m, 'ours: rounds to 0.750']}" in v["cnn_words"] for m in cnn.METHODS)

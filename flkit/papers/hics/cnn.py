@@ -113,14 +113,18 @@ def table1(table: pd.DataFrame, target: float) -> pd.DataFrame:
 
 
 def values(table: pd.DataFrame, filed: dict, target: float, name: str = PROFILE) -> dict:
-    """The page's numbers and words on these runs: seeds stored, the scale, the target (as text), per method the
-    rounds to 0.75 (mean over the seeds that reach it) and speed-up over random beside the document's, and the
-    checks' verdicts."""
+    """The page's numbers and words on these runs: seeds stored (and a clause saying so), the scale, the target (as
+    text), per method the rounds to 0.75 (mean over the seeds that reach it) and speed-up over random beside the
+    document's, and the checks' verdicts."""
     seeds = sorted(int(s) for s in table["seed"].unique()) if not table.empty else []
     out = dict(cnn_runs=len(seeds), cnn_of=len(fmnist.profile(name)["seeds"]),
                cnn_seeds=", ".join(map(str, seeds)) or "none",
                cnn_target=f"{target:.3f}" if seeds else "none (no run stored)",
                cnn_scale=scale(table, name) if seeds else "no run stored")
+    allseeds = ", ".join(map(str, fmnist.profile(name)["seeds"]))
+    out["cnn_run_words"] = (f"of it, setting (2)'s runs of {', '.join(METHODS[:-1])} and {METHODS[-1]} are stored for "
+                            f"seed{'s' * (len(seeds) > 1)} {out['cnn_seeds']} (of {allseeds}) and read in their own "
+                            "section" if seeds else "no run of it is stored here yet")
     if not seeds:
         out["cnn_words"] = (f"No run of {model_words(name)} in setting (2) is stored yet: Table 1's FMNIST column "
                             "and Fig. 2 are read on the linear stand-in only.")
