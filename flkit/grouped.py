@@ -44,7 +44,7 @@ def supports_grouped(model: nn.Module, buffers: bool = False) -> bool:
             if layer.padding_mode != "zeros":
                 return False
             layout = "image"
-        elif t in (nn.MaxPool2d, nn.AvgPool2d):
+        elif issubclass(t, (nn.MaxPool2d, nn.AvgPool2d)):
             layout = "image"
         elif t is nn.Flatten:
             if (layer.start_dim, layer.end_dim) != (1, -1):

@@ -252,11 +252,11 @@ _HICS_GPU_MIN = 1.5 * 23    # 23 min at the engine's batched rate, x1.5: this CN
 # one evaluation of the CNN on one thread of this CPU, pinned to core 0, per model of the 4 a job evaluates
 # together, in chunks of 64 images as the CNN evaluates on a CPU (hics.common.eval_batch), this process's CPU time,
 # the smaller of two repeats (benchmarks/bench_hics_eval.py --repeats 2, results/benchmarks/hics_eval_cpu.csv,
-# 2026-11-28): 2.23 s for the 10,000 test images and 2.14 s for the training loss over the paper profile's sample of
-# 10,000 training images, both every round of every run (over all 60,000: 12.9 s; in chunks of 1,024, as before,
-# 5.6 s for the test set and 33.8 s for all 60,000 training images)
-_HICS_TEST_S, _HICS_LOSS_S = 2.23, 2.14
-_HICS_PROBE_S = 12.87     # all 60,000 training images in the same benchmark: one round of pow-d's loss probe
+# 2026-11-28, with the models' no-grad 2x2 pooling, flkit.models.MaxPool2d): 1.48 s for the 10,000 test images and
+# 1.24 s for the training loss over the paper profile's sample of 10,000 training images, both every round of every
+# run (over all 60,000: 13.6 s; in chunks of 1,024: 3.9 s for the test set and 24.1 s for all 60,000 images)
+_HICS_TEST_S, _HICS_LOSS_S = 1.48, 1.24
+_HICS_PROBE_S = 13.56     # all 60,000 training images in the same benchmark: one round of pow-d's loss probe
 
 
 def _hics_cpu_min(trainings: float, evals: float, probes: float) -> float:
@@ -351,12 +351,15 @@ ITEMS = [
          _hics_cpu_min(_S2_TRAININGS, _S2_EVALS, _S2_PROBES) / 3,
          "measured: 0.98 s per client training of the CNN on one thread of this CPU, one client at a time as "
          "the CNN trains on a CPU (results/benchmarks/hics_paper_estimate_cpu.csv; its clients trained together: "
-         "1.08 s) x 12,000 trainings (3.3 h), and per evaluation 2.23 s for the 10,000 test images and 2.14 s for "
-         "the training loss over the profile's sample of 10,000 training images (one thread's CPU time, in chunks of "
-         "64 images: results/benchmarks/hics_eval_cpu.csv) x 2,412 run-method rounds (2.9 h), and 12.87 s for pow-d's "
-         "loss probe, every client's loss at the global model (the 60,000 training images, same benchmark) x 600 "
-         "rounds (2.1 h); 8.3 h in all (the first pieces paid on this CPU ran at about 60 s a round, 10 h for the "
-         "three jobs)",
+         f"1.08 s) x {_S2_TRAININGS:,} trainings ({_S2_TRAININGS * _HICS_S_PER_CLIENT / 3600:.1f} h), and per "
+         f"evaluation {_HICS_TEST_S:.2f} s for the 10,000 test images and {_HICS_LOSS_S:.2f} s for the training loss "
+         "over the profile's sample of 10,000 training images (one thread's CPU time, in chunks of 64 images: "
+         f"results/benchmarks/hics_eval_cpu.csv) x {_S2_EVALS:,} run-method rounds "
+         f"({_S2_EVALS * (_HICS_TEST_S + _HICS_LOSS_S) / 3600:.1f} h), and {_HICS_PROBE_S:.2f} s for pow-d's loss "
+         "probe, every client's loss at the global model (the 60,000 training images, same benchmark) x "
+         f"{_S2_PROBES} rounds ({_S2_PROBES * _HICS_PROBE_S / 3600:.1f} h); "
+         f"{_hics_cpu_min(_S2_TRAININGS, _S2_EVALS, _S2_PROBES) / 60:.1f} h in all (the first pieces paid on this "
+         "CPU, before the no-grad pooling, ran at about 60 s a round, 10 h for the three jobs)",
          cpu_measured=True,
          data=("fashion-mnist",), part_of="hics-fmnist-paper"),
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
@@ -436,9 +439,10 @@ ITEMS = [
          _hics_cpu_min(_ALL_TRAININGS - _S2_TRAININGS, _ALL_EVALS - _S2_EVALS, _ALL_PROBES - _S2_PROBES) / 16,
          "measured: 0.98 s per client training on one thread of this CPU (one client at a time, as the CNN "
          "trains on a CPU) x 116,000 trainings (DivFL's one-step gradient proxy: 50 full-batch gradients every "
-         "round), and 2.23 + 2.14 s per evaluation (the test set and the training loss over the profile's sample "
-         "of 10,000 training images, results/benchmarks/hics_eval_cpu.csv) x 8,235 run-method rounds, and 12.87 s "
-         "per round of pow-d's loss probe (all 60,000 training images) x 1,200 rounds",
+         f"round), and {_HICS_TEST_S:.2f} + {_HICS_LOSS_S:.2f} s per evaluation (the test set and the training loss "
+         "over the profile's sample of 10,000 training images, results/benchmarks/hics_eval_cpu.csv) x "
+         f"{_ALL_EVALS - _S2_EVALS:,} run-method rounds, and {_HICS_PROBE_S:.2f} s per round of pow-d's loss probe "
+         f"(all 60,000 training images) x {_ALL_PROBES - _S2_PROBES:,} rounds",
          cpu_measured=True, data=("fashion-mnist",)),
     Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
          "client in every round) with the document's CNN; the theory page runs logistic regression",

@@ -82,3 +82,38 @@ def test_init_weights_redraws_everything():
     net.init_weights()
     assert torch.count_nonzero(net[2].running_mean) == 0  # BN statistics reset too
     assert not torch.equal(before["0.weight"], net[0].weight)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 24, 24), (2, 3, 25, 23), (5, 7, 7)])
+def test_maxpool_without_autograd_is_the_native_pool_bit_for_bit(shape):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-2, 3, shape, generator=g).float()      # many ties within windows
+    x.view(-1)[::37] = torch.randn(x.numel() // 37 + 1, generator=g)[: x.view(-1)[::37].numel()]
+    x.view(-1)[5] = float("nan")                               # NaN propagates as in the native kernel
+    pool = models.MaxPool2d(2)
+    with torch.no_grad():
+        out = pool(x)
+    ref = nn.functional.max_pool2d(x, 2)
+    assert out.shape == ref.shape and torch.equal(out.isnan(), ref.isnan())
+    assert torch.equal(out.nan_to_num(9.0), ref.nan_to_num(9.0))
+
+
+def test_maxpool_with_autograd_is_nn_maxpool_and_works_under_vmap():
+    x = torch.randint(0, 2, (2, 3, 8, 8)).float().requires_grad_()   # ties: one element of a window gets the gradient
+    gy = torch.randn(2, 3, 4, 4)
+    g_ours, = torch.autograd.grad(models.MaxPool2d(2)(x), x, gy)
+    g_ref, = torch.autograd.grad(nn.MaxPool2d(2)(x), x, gy)
+    assert torch.equal(g_ours, g_ref)
+    xs = torch.randn(4, 2, 3, 9, 9)
+    with torch.no_grad():
+        batched = torch.func.vmap(models.MaxPool2d(2))(xs)
+    assert torch.equal(batched, nn.functional.max_pool2d(xs.flatten(0, 1), 2).view(4, 2, 3, 4, 4))
+    other = models.MaxPool2d(3, stride=1)                             # other windows: the native pool
+    with torch.no_grad():
+        assert torch.equal(other(xs[0]), nn.functional.max_pool2d(xs[0], 3, stride=1))
+
+
+def test_every_max_pool_of_the_models_is_the_fast_one():
+    for name in EXPECTED:
+        pools = [m for m in models.build(name).modules() if isinstance(m, nn.MaxPool2d)]
+        assert all(type(m) is models.MaxPool2d for m in pools), name

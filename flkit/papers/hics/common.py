@@ -213,8 +213,8 @@ def eval_batch(model: str, device) -> int:
     on a CPU, 1,024 (EngineTask's default) elsewhere; the numbers are the same up to rounding of the sums. A
     chunk of 1,024 images of this CNN, for the 4 models a job evaluates together, makes ~300 MB activations
     that the allocator maps afresh and the kernel zero-fills at every chunk: on one thread of this book's CPU
-    an evaluation then spent more time in the kernel than computing, 5.6 s per model for the 10,000 test
-    images against 2.2 s in chunks of 64 (results/benchmarks/hics_eval_cpu.csv)."""
+    an evaluation then spent more time in the kernel than computing, 3.9 s per model for the 10,000 test
+    images against 1.5 s in chunks of 64 (results/benchmarks/hics_eval_cpu.csv)."""
     return 64 if model == "hics_fmnist_paper" and torch.device(device).type == "cpu" else 1024
 
 
