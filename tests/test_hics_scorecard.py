@@ -104,3 +104,19 @@ def test_fmnist_page_merges_claims_table1_diagnosis_and_costs():
     assert len(cs) == 2 and len(t1[items.table1("speed-up", "CS")]) == 1   # the parts are not changed
     with pytest.raises(ValueError, match="column must be"):
         items.table1("rounds", "CS")
+
+
+def test_table1_a_method_that_never_reaches_the_target_differs_when_the_runs_are_long_enough():
+    """pow-d never reaches 0.75 in 100 rounds (document: 79) while random does: rounds and speed-up differ, with
+    the bounds as "ours"; in 60 rounds (fewer than 79), or when random never reaches it either: not testable."""
+    t = _acc_table({"random": [50, 70], "pow-d": [None, None]}, rounds=100)
+    out = fmnist.table1_checks(t)
+    r, sp = out["Table 1: FMNIST, rounds to 0.75, pow-d (ideal)"][0], out["Table 1: FMNIST, speed-up, pow-d (ideal)"][0]
+    assert (r.verdict, r.ours, r.reference) == ("differs", 100.0, 79.0) and "within 100 rounds" in r.what
+    base = fmnist.rounds_table(t, common.DOC_TARGET).set_index("method").loc["random", "rounds"]
+    assert sp.verdict == "differs" and sp.ours == pytest.approx(base.max() / 100) and sp.reference == 1.8
+    assert 0.5 < sp.ours < 0.75
+    short = fmnist.table1_checks(_acc_table({"random": [50, 55], "pow-d": [None, None]}, rounds=60))
+    assert short["Table 1: FMNIST, rounds to 0.75, pow-d (ideal)"][0].verdict == "not testable at this scale"
+    neither = fmnist.table1_checks(_acc_table({"random": [None, None], "pow-d": [None, None]}, rounds=100))
+    assert neither["Table 1: FMNIST, speed-up, pow-d (ideal)"][0].verdict == "not testable at this scale"
