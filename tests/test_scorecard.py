@@ -2,6 +2,7 @@
 verdict rule, the introduction's status table and the scorecard page (all read from the committed book)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -509,3 +510,17 @@ def test_verdict_box_states_a_long_scale_once():
     scale = scorecard.page_scale("hics/fmnist", {"profile": "reduced"})
     assert scale != scorecard.DOCUMENT_SCALE and box.count(scale) == 1
     assert "Verdict: **reproduced** (on a stand-in, as the scale above says)." in box
+
+
+def test_verdict_box_names_the_scale_of_checks_from_other_runs():
+    """A check that carries its own scale (the CNN runs on the stand-in's page) says it beside its numbers in the
+    headline and on the scale line, and the headline's verdict names the item's joined scale."""
+    own = "reduced: seeds [0, 1] (document: [0, 1, 2])"
+    cnn_check = dataclasses.replace(claims.compare("x", [1.0, 2.0, 3.0], [0.0, 0.0, 0.0]), scale=own)
+    box = scorecard.verdict_box("004", {"Fig. 2": [cnn_check, claims.compare("y", [1.0, 2.0], [0.0, 0.0])]},
+                                page="hics/fmnist", tests="t", parameters={"profile": "reduced"})
+    scale = scorecard.page_scale("hics/fmnist", {"profile": "reduced"})
+    assert f"**Scale.** {scale}. Checks from other runs carry their own: {own}." in box
+    assert f"tested against 0, {own}; rule:" in box
+    head = box[box.index("**Headline"):]
+    assert "as the scale above says" not in head and own in head[head.index("Verdict"):]

@@ -123,9 +123,12 @@ def verdict_box(doc: str, checks: Mapping[str, Iterable[Check]], *, page: str, t
         numbers = f"ours {claims.number(c.ours, c.spread)}, the document's {claims.number(c.reference)}"
     else:
         numbers = f"ours {claims.number(c.ours, c.spread)}"
-    hs = item_scale(known[head], pd.DataFrame(dict(scale=[scale])))
+    hs = item_scale(known[head], pd.DataFrame(dict(scale=[x.scale or scale for x in checks[head]])))
+    own = sorted({x.scale for cs in checks.values() for x in cs if x.scale and x.scale != scale})
+    if c.scale and c.scale != scale:
+        numbers += f"{', ' if numbers else ''}{c.scale}"
     lines = [f"**What this page tests.** {tests[:1].upper() + tests[1:]}.",
-             f"**Scale.** {scale}.",
+             f"**Scale.** {scale}." + (f" Checks from other runs carry their own: {'; '.join(own)}." if own else ""),
              f"**Headline: {head}.** {c.what}{': ' + numbers if numbers else ''}; rule: {c.rule.rstrip('.')}. "
              f"Verdict: **{vs[head]}**"
              + ("" if hs == DOCUMENT_SCALE or vs[head] not in CHECKED else
