@@ -17,7 +17,7 @@ import dataclasses
 
 import pandas as pd
 
-from flkit.papers import claims, scales
+from flkit.papers import claims, scales, verdicts
 from flkit.papers.hics import fmnist, items
 from flkit.papers.hics.common import DOC_SPEEDUP, DOC_TABLE1, DOC_TARGET
 
@@ -57,9 +57,14 @@ def runs(store, seeds=None, name: str = PROFILE) -> pd.DataFrame:
 
 def scale(table: pd.DataFrame, name: str = PROFILE) -> str:
     """The scale of the checks of ``table``'s runs: the ``paper`` profile's departures with the seeds stored
-    (:func:`flkit.papers.scales.page_scale`): the document's setting when every seed is there."""
+    (:func:`flkit.papers.scales.page_scale`), each naming these runs ("reduced: the document's CNN runs, seeds
+    [0, 1] (document: [0, 1, 2])"): the document's setting when every seed is there."""
     seeds = sorted(int(s) for s in table["seed"].unique())
-    return scales.page_scale(PAGE, dict(profile=name, seeds=seeds))
+    sc = scales.page_scale(PAGE, dict(profile=name, seeds=seeds))
+    if sc == verdicts.DOCUMENT_SCALE:
+        return sc
+    runs = f"{model_words(name)} runs, "        # which runs a departure is of, on a page whose own runs are others
+    return "; ".join(part.replace(": ", f": {runs}", 1) for part in sc.split("; "))
 
 
 def checks(table: pd.DataFrame, name: str = PROFILE) -> tuple[dict, float]:
