@@ -24,7 +24,8 @@ def test_scale_follows_the_seeds_stored():
     frame = lambda seeds: pd.DataFrame(dict(seed=seeds))                                  # noqa: E731
     assert cnn.scale(frame([0, 1, 2, 2])) == DOCUMENT_SCALE
     two = cnn.scale(frame([1, 0]))
-    assert two == "reduced: the document's CNN runs, seeds [0, 1] (document: [0, 1, 2])" and scale_kind(two) == "reduced"
+    assert two == "reduced: the document's CNN runs, seeds [0, 1] (document: [0, 1, 2])"
+    assert scale_kind(two) == "reduced"
     assert scale_kind(cnn.scale(frame([0]), "smoke")) == "stand-in"       # the smoke profile's logistic regression
 
 
