@@ -74,6 +74,7 @@ runs, over every image, carry no such key.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import platform
 import re
 import time
@@ -561,7 +562,8 @@ def table1_checks(table: pd.DataFrame, setting: str = TABLE1_SETTING) -> dict:
 def _unreached_checks(m: str, name: str, T: int, base: np.ndarray, setting: str) -> dict:
     """Table 1's two checks of method ``m`` when none of its seeds reaches 0.75 within its runs' ``T`` rounds
     (at least the document's rounds) while random reaches it (``base``: random's rounds per seed, NaN where not):
-    "ours" is the bound, T rounds and the largest speed-up random's rounds / T allow."""
+    "ours" is the bound, T rounds and the largest speed-up random's rounds / T allow (a bound above the
+    document's speed-up does not decide it: not testable at this scale)."""
     n = len(base)
     bound = float(np.nanmax(base)) / T
     return {
@@ -569,11 +571,13 @@ def _unreached_checks(m: str, name: str, T: int, base: np.ndarray, setting: str)
             f"Table 1, FMNIST, {name}: rounds to 0.75 (setting {setting}; none of its {n} seeds reaches it within "
             f"{T} rounds)", False, f"more than {T} rounds (ours, a lower bound) against the document's "
             f"{DOC_TABLE1[m]}", ours=float(T), reference=float(DOC_TABLE1[m]))],
-        items.table1("speed-up", m): [claims.holds(
+        items.table1("speed-up", m): [dataclasses.replace(sp, verdict=claims.NOT_TESTABLE) if sp.ok else sp
+                                      for sp in [claims.holds(
             f"Table 1, FMNIST, {name}: speed-up over random to 0.75 (per seed; none of its {n} seeds reaches 0.75 "
             f"within {T} rounds)", bound >= DOC_SPEEDUP[m] - 0.05,
             f"below random's rounds / {T} in every seed (ours: the largest such bound, {bound:.2f}) against the "
-            f"document's {DOC_SPEEDUP[m]:.1f}, threshold 0.05", ours=bound, reference=float(DOC_SPEEDUP[m]))]}
+            f"document's {DOC_SPEEDUP[m]:.1f}, threshold 0.05: differs when the bound is below it, else the bound "
+            "does not decide", ours=bound, reference=float(DOC_SPEEDUP[m]))]]}
 
 
 
