@@ -45,7 +45,11 @@ def test_profiles():
 def test_jobs_of_reduced_profile():
     js = fmnist.jobs(fmnist.profile("reduced"))
     groups = pd.Series([j["group"] for j in js]).value_counts().to_dict()
-    assert groups == {"main": 9, "divfl": 9, "lr_alt": 1}
+    assert groups == {"main": 9, "divfl": 9, "lr_alt": 1, "powd_d": 3}
+    # the pow-d diagnostic: the authors' candidate set d = 2K in Table 1's setting, paired with the main runs' seeds
+    assert [(j["setting"], j["seed"], j["methods"], j["powd_d"]) for j in js if j["group"] == "powd_d"] == [
+        ("(2)", s, ["pow-d"], 10) for s in (0, 1, 2)]
+    assert all("powd_d" not in j for j in js if j["group"] != "powd_d")     # the stored jobs' keys unchanged
     assert all(j["methods"] == ["random", "pow-d", "CS", "HiCS-FL"] and j["lr"] == 0.001
                for j in js if j["group"] == "main")
     assert [(j["setting"], j["seed"]) for j in js if j["group"] == "divfl"] == [(s, i) for s in ("(1)", "(2)", "(3)")
@@ -60,23 +64,28 @@ def test_reduced_jobs_are_the_stored_ones():
     from flkit import results
     store = results.book_store("hics")
     js = fmnist.jobs(fmnist.profile("reduced"))
-    assert len(js) == 19 and all(store.done(j) for j in js)
+    assert len(js) == 22 and all(store.done(j) for j in js)
     assert all(j["rounds"] == 200 for j in js)
 
 
 def test_jobs_of_paper_profile():
     js = fmnist.jobs(fmnist.profile("paper"))
-    assert len(js) == 19                                      # 9 main + 9 DivFL + the lr_alt run
+    assert len(js) == 21                                      # 9 main + 9 DivFL + the lr_alt run + 2 pow-d, d = 2K
     long = [(j["group"], j["setting"], j["seed"], j["methods"]) for j in js if j["rounds"] == 600]
     assert long == [("divfl", "(2)", s, ["DivFL"]) for s in (0, 1, 2)]
     assert all(j["rounds"] == 200 for j in js if j["rounds"] != 600)
     # client trainings: K per round for the four cheap methods; DivFL with the document's one-step gradient proxy:
     # the K selected plus N full-batch gradients, each one pass over a client's data (1/R of a training)
     assert all(j["divfl_proxy"] == "gradient" for j in js if j["group"] == "divfl")
-    assert (fmnist.client_trainings(fmnist.profile("paper"))
+    doc = fmnist.profile("paper", powd_d_seeds=[])             # the document's setting, without the diagnostic
+    assert (fmnist.client_trainings(doc)
             == (9 * 4 + 2) * 5 * 200 + (6 * 200 + 3 * 600) * (5 + 50 / 2) == 128_000)
+    assert fmnist.client_trainings(fmnist.profile("paper")) == 128_000 + 2 * 5 * 200
     # with the full-update proxy N + K (the probe trains every client, then the selected train)
-    assert fmnist.client_trainings(fmnist.profile("paper", divfl_proxy="update")) == 38_000 + 3000 * 55 == 203_000
+    update = fmnist.profile("paper", divfl_proxy="update", powd_d_seeds=[])
+    assert fmnist.client_trainings(update) == 38_000 + 3000 * 55 == 203_000
+    # pow-d's loss probe, in probes of every client: d = N each round, the diagnostic's d = 2K a fifth of one
+    assert fmnist.loss_probes(doc) == 3 * 3 * 200 and fmnist.loss_probes(fmnist.profile("paper")) == 1800 + 80
 
 
 def test_divfl_proxy_is_part_of_the_store_key():
@@ -211,6 +220,59 @@ def _ramp(cross: int, rounds: int) -> np.ndarray:
 def _rows(group, setting, method, seed, acc, loss):
     return [dict(group=group, setting=setting, method=method, seed=seed, round=t, metric=k, value=float(v))
             for k, vals in (("test_acc", acc), ("train_loss", loss)) for t, v in enumerate(vals)]
+
+
+def test_powd_d_sets_the_candidates_and_stays_out_of_table1():
+    """pow-d takes ``powd_d`` candidates where the job gives it (the authors' d = 2K), else the document's d = N; the
+    diagnostic's runs (group "powd_d") never enter Table 1's pow-d row nor its checks."""
+    task = _tiny_task()
+    N = task.num_clients
+    assert fmnist.algorithms(task, dict(k=2, rounds=6), ["pow-d"])["pow-d"].sampler.d == N
+    assert fmnist.algorithms(task, dict(k=2, rounds=6, powd_d=3), ["pow-d"])["pow-d"].sampler.d == 3
+    for bad in (1, 51, 10.0, True):
+        with pytest.raises(ValueError, match=r"powd_d must be None .* an int in \[k = 5, clients = 50\]"):
+            fmnist.profile("reduced", powd_d=bad)
+    rows = []
+    for seed in (0, 1):
+        for m, cross in (("random", 149), ("pow-d", 79), ("CS", 114), ("HiCS-FL", 60)):
+            rows += _rows("main", "(2)", m, seed, _ramp(cross + seed, 200), np.ones(201))
+        rows += _rows("powd_d", "(2)", "pow-d", seed, _ramp(20, 200), np.ones(201))
+    table = pd.DataFrame(rows)
+    assert fmnist.table1(table, 0.75).loc["pow-d", "ours: rounds to 0.750"] == "80 ± 1"
+    assert fmnist.table1_checks(table)["Table 1: FMNIST, rounds to 0.75, pow-d (ideal)"][0].ours == 79.5
+
+
+def test_powd_diagnostic_reads_both_candidate_sets_paired_by_seed():
+    """powd_compare: per variant and seed the rounds to 0.75 (the smoothed crossing), the late accuracy (the raw mean
+    of the last POWD_LATE rounds); powd_values: the paired late difference under claims.compare, and the words say
+    which candidate set reaches 0.75 in how many seeds."""
+    rows = []
+    for seed in (0, 1, 2):
+        rows += _rows("main", "(2)", "random", seed, _ramp(100 + seed, 200), np.ones(201))
+        rows += _rows("main", "(2)", "pow-d", seed, np.full(201, 0.6 + 0.01 * seed), np.ones(201))
+        rows += _rows("main", "(2)", "CS", seed, _ramp(50, 200), np.ones(201))        # not a variant
+        powd = [r | {"powd_d": 10} for r in _rows("powd_d", "(2)", "pow-d", seed, _ramp(90 + 2 * seed, 200),
+                                                   np.ones(201))]
+        rows += powd
+    table = pd.DataFrame(rows)
+    cmp = fmnist.powd_compare(table, 0.7)
+    assert set(cmp["variant"]) == {"random", "pow-d, d = N", "pow-d, d = 10"}
+    got = cmp.set_index(["variant", "seed"])
+    assert got.loc[("pow-d, d = 10", 1), "rounds to 0.75"] == 92.0
+    assert np.isnan(got.loc[("pow-d, d = N", 2), "rounds to 0.75"])
+    late = 0.7505 + 0.001 * (np.arange(181, 201) - 94).mean()           # seed 2's ramp crosses at 94
+    assert got.loc[("pow-d, d = 10", 2), "late accuracy"] == pytest.approx(late, abs=1e-12)
+    assert got.loc[("pow-d, d = N", 2), "late accuracy"] == pytest.approx(0.62, abs=1e-12)
+    v = fmnist.powd_values(cmp, "x")
+    diffs = [0.7505 + 0.001 * ((np.arange(181, 201) - 90 - 2 * s).mean()) - (0.6 + 0.01 * s) for s in (0, 1, 2)]
+    assert v["x_powd_diff"] == pytest.approx(np.mean(diffs), abs=1e-12) and v["x_powd_verdict"] == "confirmed"
+    assert v["x_powd_reach"] == 3 and "reaches 0.75 in 3 of 3 seeds (after 92 ± 2 rounds)" in v["x_powd_words"]
+    assert "it reaches 0.75 in 0 of 3" in v["x_powd_words"] and "higher than d = N's" in v["x_powd_words"]
+    view = fmnist.powd_view(cmp)
+    assert list(view.index) == ["random", "pow-d, d = N", "pow-d, d = 10"]
+    assert view.loc["pow-d, d = N", "rounds to 0.75"] == "not reached in 200 rounds"
+    none = fmnist.powd_values(fmnist.powd_compare(table[table.group == "main"], 0.7), "y")
+    assert none["y_powd_words"].startswith("No run of pow-d with the authors' candidate set")
 
 
 def test_table1_counts_divfl_after_the_common_horizon():
@@ -367,7 +429,8 @@ def test_fmnist_jobs_keep_their_stored_configs():
         proxy = fmnist.profile(name)["divfl_proxy"]
         sample = ["train_loss_images"] if name == "paper" else []
         for j in fmnist.jobs(fmnist.profile(name)):
-            extra = ["divfl_proxy"] if j["group"] == "divfl" and proxy != "update" else []
+            extra = (["divfl_proxy"] if j["group"] == "divfl" and proxy != "update" else
+                     ["powd_d"] if j["group"] == "powd_d" else [])
             assert list(j) == _FMNIST_KEYS[:8] + sample + _FMNIST_KEYS[8:] + extra
             assert j["experiment"] == "fmnist_training"
     assert all(j["train_loss_images"] == 10_000 for j in fmnist.jobs(fmnist.profile("paper")))
@@ -375,7 +438,7 @@ def test_fmnist_jobs_keep_their_stored_configs():
     # not above rounds
     assert fmnist.jobs(fmnist.profile("reduced", table1_rounds=13)) == fmnist.jobs(fmnist.profile("reduced"))
     adam = fmnist.jobs(fmnist.profile("smoke", opt="adam", prox_mu=0.1))        # an override is part of the config
-    assert all(set(j) - {"divfl_proxy"} == {*_FMNIST_KEYS, "opt", "prox_mu"}
+    assert all(set(j) - {"divfl_proxy", "powd_d"} == {*_FMNIST_KEYS, "opt", "prox_mu"}
                and (j["opt"], j["prox_mu"]) == ("adam", 0.1) for j in adam)
 
 

@@ -246,7 +246,8 @@ def test_hics_fmnist_paper_counts_its_19_runs(tmp_path, monkeypatch):
     (d1, n1, m1), (d2, n2, m2) = s2.progress(), rest.progress()
     assert (d1, n1, d2, n2) == (0, 3, 0, 16) and m1 + m2 == pytest.approx(34.5)
     assert "600" in rest.item and "3.1e8" in rest.basis and s2.value < rest.value
-    paper = fmnist.profile("paper")
+    paper = fmnist.profile("paper", powd_d_seeds=[])     # the document's setting: no pow-d diagnostic
+    assert [j["group"] for j in fmnist.jobs(fmnist.profile("paper"))].count("powd_d") == 2
     assert owed._ALL_TRAININGS == fmnist.client_trainings(paper)
     assert f"{owed._ALL_TRAININGS:,} client trainings" in rest.basis
     main2 = [j for j in fmnist.jobs(paper) if fmnist.is_setting2_main(j)]
@@ -255,7 +256,7 @@ def test_hics_fmnist_paper_counts_its_19_runs(tmp_path, monkeypatch):
     assert owed._S2_EVALS == sum((j["rounds"] + 1) * len(j["methods"]) for j in main2) == 2412
     assert owed._EVAL_FORWARDS == 10_000 + paper["train_loss_images"]
     assert owed._ALL_PROBES == fmnist.loss_probes(paper) and owed._S2_PROBES == fmnist.loss_probes(
-        fmnist.profile("paper", settings=["(2)"], divfl_settings=[], lr_alt=None)) == 600
+        fmnist.profile("paper", settings=["(2)"], divfl_settings=[], lr_alt=None, powd_d_seeds=[])) == 600
     assert owed._PROBE_FORWARDS == 60_000 and "1,800 rounds of pow-d runs" in rest.basis
     assert f"{owed._ALL_EVALS - owed._S2_EVALS:,} run-method rounds" in rest.cpu_basis
     bench = pd.read_csv(owed._REPO / "results/benchmarks/hics_eval_cpu.csv")

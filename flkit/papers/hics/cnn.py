@@ -21,8 +21,8 @@ from flkit.papers import claims, scales, verdicts
 from flkit.papers.hics import fmnist, items
 from flkit.papers.hics.common import DOC_SPEEDUP, DOC_TABLE1, DOC_TARGET
 
-__all__ = ["PROFILE", "PAGE", "METHODS", "source", "model_words", "jobs", "runs", "scale", "checks", "prefer",
-           "figure", "table1", "values"]
+__all__ = ["PROFILE", "PAGE", "METHODS", "source", "model_words", "jobs", "runs", "powd_runs", "scale", "checks",
+           "prefer", "figure", "table1", "values"]
 
 PROFILE = "paper"                     # the profile whose setting-(2) runs are read
 PAGE = "hics/fmnist"
@@ -52,6 +52,15 @@ def runs(store, seeds=None, name: str = PROFILE) -> pd.DataFrame:
     stored = [j for j in jobs(seeds, name) if store.done(j)]
     if not stored:
         return pd.DataFrame(columns=["group", "setting", "method", "seed", "round", "metric", "value"])
+    return store.load_many(stored)
+
+
+def powd_runs(store, name: str = PROFILE) -> pd.DataFrame:
+    """The stored runs of profile ``name``'s pow-d diagnostic (group "powd_d": pow-d with the authors' d = 2K in
+    setting (2)); an empty frame when none is stored. Nothing is trained."""
+    stored = [j for j in fmnist.jobs(fmnist.profile(name)) if j["group"] == "powd_d" and store.done(j)]
+    if not stored:
+        return pd.DataFrame(columns=["group", "setting", "method", "seed", "round", "metric", "value", "powd_d"])
     return store.load_many(stored)
 
 

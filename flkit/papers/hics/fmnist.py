@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import platform
 import re
 import time
@@ -96,6 +97,7 @@ __all__ = ["PROFILES", "profile", "store_name", "algorithms", "is_setting2_main"
            "client_trainings", "evaluations", "loss_probes",
            "paper_estimate", "truncate", "smoothed_mean", "rounds_table", "table1", "plot_metric", "variability",
            "claim_checks", "claim_words", "table1_checks",
+           "POWD_LATE", "powd_variants", "powd_compare", "powd_view", "powd_values", "plot_powd",
            # the page
            "PROXY_WORDS", "describe", "training_minutes", "plot_learning_rate", "learning_rate_values",
            "last_accuracy", "variability_table", "late_values", "target_accuracy", "divfl_runs", "with_divfl",
@@ -109,6 +111,8 @@ _BASE = dict(dataset="fashion-mnist", opt="sgd", prox_mu=0.0, temperature=None, 
              divfl_table1_rounds=None,   # DivFL's least rounds in Table 1's setting (None: ``rounds``)
              table1_rounds=None,         # random, pow-d, CS (and DivFL) least rounds there (None: ``rounds``)
              divfl_proxy="gradient",     # DivFL's vectors (flkit.sample.DivFL): the document's one-step gradient
+             powd_d=None, powd_d_seeds=[],   # pow-d with d candidates instead of N in Table 1's setting (the
+#                                              diagnostic of pow-d's ideal d = N: the authors' code uses d = 2K)
              train_loss_images=None)     # the training loss over this many training images, a class-stratified
 #                                          sample, the same in every run (None: all of them); both every round
 # appendix 6.1: FedProx mu = 0.1 with Adam, eta = 0.001 (the code: mu = 0.5, one local epoch), R = 2, B = 64
@@ -116,11 +120,13 @@ _CIFAR = dict(_BASE, opt="adam", prox_mu=0.1, temperature=CIFAR_T, lr=0.001, sub
               divfl_seeds=[0, 1, 2], train_loss_images=10_000)
 PROFILES = {
     "smoke": dict(_BASE, model="logreg", lr=0.01, clients=10, k=2, subset=4000, rounds=15, seeds=[0, 1],
-                  divfl_seeds=[0], settings=["(2)"], divfl_settings=["(2)"], lr_alt=0.001, lr_alt_seeds=[0]),
+                  divfl_seeds=[0], settings=["(2)"], divfl_settings=["(2)"], lr_alt=0.001, lr_alt_seeds=[0],
+                  powd_d=4, powd_d_seeds=[0]),
     "reduced": dict(_BASE, model="logreg", lr=0.001, subset=None, seeds=[0, 1, 2], divfl_seeds=[0, 1, 2],
-                    lr_alt=0.01, lr_alt_seeds=[0]),
+                    lr_alt=0.01, lr_alt_seeds=[0], powd_d=10, powd_d_seeds=[0, 1, 2]),
     "paper": dict(_BASE, model="hics_fmnist_paper", lr=0.001, subset=None, seeds=[0, 1, 2], divfl_seeds=[0, 1, 2],
                   lr_alt=0.01, lr_alt_seeds=[0],   # the literal rate beside ten times larger, as on the page
+                  powd_d=10, powd_d_seeds=[0, 1],  # pow-d with the authors' d = 2K, paired with seeds 0, 1
                   divfl_table1_rounds=600,      # Table 1: the document's DivFL needs 478 rounds
                   train_loss_images=10_000),    # the training loss every round on a sixth of the training images
     # Sec. 4.1: 50 clients, 20% per round, 500 rounds; Table 1 needs up to 1417 rounds (DivFL), 1037 (pow-d)
@@ -182,6 +188,10 @@ def profile(name: str, **overrides) -> dict:
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < SG[0]):
             raise ValueError(f"{key} must be None ({who} runs `rounds`) or an int >= {SG[0]} ({who} then "
                              f"runs the larger of it and `rounds`), got {v!r}")
+    d = cfg["powd_d"]
+    if d is not None and (isinstance(d, bool) or not isinstance(d, int) or not cfg["k"] <= d <= cfg["clients"]):
+        raise ValueError(f"powd_d must be None (no diagnostic runs) or an int in [k = {cfg['k']}, clients = "
+                         f"{cfg['clients']}], got {d!r}")
     m, classes = cfg["train_loss_images"], 100 if cfg["dataset"] == "cifar100" else 10
     if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < classes):
         raise ValueError(f"train_loss_images must be None (all training images) or an int >= {classes} (one image "
@@ -199,12 +209,14 @@ def store_name(name: str) -> str:
 
 # ------------------------------------------------------------------------------------------ training
 def algorithms(task, cfg: dict, methods, lr: float | None = None) -> dict:
-    """{method: fl.Algorithm}: FedAvg (uniform over the K selected updates, server step 1) with each sampler;
+    """{method: fl.Algorithm}: FedAvg (uniform over the K selected updates, server step 1) with each sampler
+    (pow-d with ``cfg``'s ``powd_d`` candidates where given, else d = N);
     HiCS-FL with ``cfg``'s ``temperature`` and ``gamma0`` where given (else the sampler's FMNIST values)."""
     K, T, N = cfg["k"], cfg["rounds"], task.num_clients
     hics = {k: cfg[k] for k in ("temperature", "gamma0") if cfg.get(k) is not None}
     proxy = cfg.get("divfl_proxy", "gradient")
-    make = {"random": lambda: sample.ProportionalK(K, replace=False), "pow-d": lambda: sample.PowD(K, N),
+    d = cfg.get("powd_d") or N          # pow-d's candidates: the document's ideal d = N unless given
+    make = {"random": lambda: sample.ProportionalK(K, replace=False), "pow-d": lambda: sample.PowD(K, d),
             "CS": lambda: sample.ClusteredSampling(K), "DivFL": lambda: sample.DivFL(K, proxy=proxy),
             "HiCS-FL": lambda: sample.HiCS.for_task(task, K, T, variant="paper", **hics)}
     bad = [m for m in methods if m not in make]
@@ -227,6 +239,7 @@ def run_job(job: dict, data, *, checkpoint_dir=None, deadline: float | None = No
     cfg = {k: job[k] for k in ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset", "lr")}
     cfg.update({k: job[k] for k in _CIFAR_KEYS if k in job})
     cfg["divfl_proxy"] = job.get("divfl_proxy", "update")      # a DivFL job without the key: the full update
+    cfg["powd_d"] = job.get("powd_d")                           # None: pow-d's d = N
     want = job.get("dataset", "fashion-mnist")
     if getattr(data, "name", want) != want:
         raise ValueError(f"job of dataset {want!r} given data of {data.name!r}")
@@ -249,7 +262,9 @@ def jobs(cfg: dict) -> list[dict]:
     settings, in :data:`TABLE1_SETTING` for the largest of ``rounds``, ``divfl_table1_rounds`` and
     ``table1_rounds`` rounds; there random, pow-d and CS run ``table1_rounds`` (when larger than ``rounds``) as
     a job of their own, HiCS-FL (annealed over its horizon) ``rounds``; random and HiCS-FL at ``lr_alt`` in
-    ``lr_setting``. CIFAR jobs carry ``dataset``, ``opt``, ``prox_mu``, ``temperature`` and ``gamma0``;
+    ``lr_setting``; pow-d with ``powd_d`` candidates (group "powd_d", the job's key ``powd_d``) in
+    :data:`TABLE1_SETTING` for ``powd_d_seeds``. CIFAR jobs carry ``dataset``, ``opt``, ``prox_mu``,
+    ``temperature`` and ``gamma0``;
     Fashion-MNIST jobs only those of them overridden (the stored configs have none); ``train_loss_images`` only
     where it is not None (every training image)."""
     keys = ("model", "clients", "k", "epochs", "batch_size", "rounds", "subset")
@@ -280,6 +295,10 @@ def jobs(cfg: dict) -> list[dict]:
     if cfg["lr_alt"] is not None:
         for seed in cfg["lr_alt_seeds"]:
             add("lr_alt", cfg["lr_setting"], seed, ["random", "HiCS-FL"], cfg["lr_alt"])
+    if cfg["powd_d"] is not None and TABLE1_SETTING in cfg["settings"]:
+        for seed in cfg["powd_d_seeds"]:
+            add("powd_d", TABLE1_SETTING, seed, ["pow-d"], cfg["lr"])
+            out[-1]["powd_d"] = cfg["powd_d"]
     return out
 
 
@@ -307,9 +326,12 @@ def evaluations(cfg: dict) -> int:
 
 
 def loss_probes(cfg: dict) -> int:
-    """Rounds of pow-d's loss probe in the jobs of ``cfg``: every round of every pow-d run, each the training loss of
-    every client at the global model (d = N), a forward pass over all the clients' training images."""
-    return sum(j["rounds"] for j in jobs(cfg) if "pow-d" in j["methods"])
+    """Rounds of pow-d's loss probe in the jobs of ``cfg``, in units of a probe of every client: every round of
+    every pow-d run, each the training loss at the global model of its d candidates (d = N: a forward pass over all
+    the clients' training images; ``powd_d`` runs count d / N of it, about the share of the images their
+    candidates hold), rounded to an int."""
+    N = cfg["clients"]
+    return int(round(sum(j["rounds"] * j.get("powd_d", N) / N for j in jobs(cfg) if "pow-d" in j["methods"])))
 
 
 def paper_estimate(data, cfg: dict, rounds: int = 2, evaluation: bool = False) -> pd.DataFrame:
@@ -399,7 +421,7 @@ def table1(table: pd.DataFrame, target: float, setting: str = TABLE1_SETTING) ->
     run is read whole (not :func:`truncate`'d): DivFL's longer runs count a crossing after the others' last
     round, and a method none of whose seeds reaches the target reads "not reached in T rounds", T its last
     round."""
-    main = table[(table["group"] != "lr_alt") & (table["setting"] == setting)]
+    main = table[table["group"].isin(["main", "divfl"]) & (table["setting"] == setting)]
     rt = {tg: rounds_table(main, tg) for tg in (DOC_TARGET, target)}
     horizon = main.groupby("method")["round"].max()
     rows = []
@@ -536,7 +558,7 @@ def table1_checks(table: pd.DataFrame, setting: str = TABLE1_SETTING) -> dict:
     the document's rounds: its rounds exceed T, its speed-up is below random's rounds / T in every seed. Else it
     is not testable at this scale. Each run is read whole, as in :func:`table1` (DivFL's 600 rounds in the
     ``paper`` profile)."""
-    main = table[(table["group"] != "lr_alt") & (table["setting"] == setting)]
+    main = table[table["group"].isin(["main", "divfl"]) & (table["setting"] == setting)]
     r = rounds_table(main, DOC_TARGET)
     base = r[r["method"] == "random"].set_index("seed")["rounds"]
     out = {}
@@ -579,6 +601,127 @@ def _unreached_checks(m: str, name: str, T: int, base: np.ndarray, setting: str)
             f"document's {DOC_SPEEDUP[m]:.1f}, threshold 0.05: differs when the bound is below it, else the bound "
             "does not decide", ours=bound, reference=float(DOC_SPEEDUP[m]))]]}
 
+
+
+# ----------------------------------------------------------------------- pow-d's candidate set (a diagnostic)
+POWD_LATE = 20      # the late accuracy: the mean raw test accuracy over a run's last POWD_LATE rounds
+
+
+def powd_variants(*tables: pd.DataFrame, setting: str = TABLE1_SETTING) -> pd.DataFrame:
+    """The runs the diagnostic compares among ``tables`` (tidy runs, read together), in ``setting``, with a column
+    ``variant``: random, pow-d with the document's d = N (the main runs) and pow-d with the diagnostic's
+    ``powd_d`` candidates (group "powd_d")."""
+    table = pd.concat([t for t in tables if len(t)]) if any(len(t) for t in tables) else tables[0]
+    t = table[(table["setting"] == setting)
+              & (((table["group"] == "main") & table["method"].isin(["random", "pow-d"]))
+                 | (table["group"] == "powd_d"))].copy()
+    if t.empty:
+        return t.assign(variant=pd.Series(dtype=str))
+    d = t["powd_d"] if "powd_d" in t else pd.Series(np.nan, index=t.index)
+    t["variant"] = np.where(t["group"] == "powd_d", "pow-d, d = " + d.map(lambda v: f"{v:g}"),
+                            np.where(t["method"] == "pow-d", "pow-d, d = N", "random"))
+    return t
+
+
+def powd_compare(table: pd.DataFrame, target: float, setting: str = TABLE1_SETTING) -> pd.DataFrame:
+    """Per (variant, seed) of :func:`powd_variants`, for the seeds that have a run of pow-d with fewer candidates:
+    the rounds until the smoothed test accuracy reaches 0.75 and ``target`` (NaN: not within the run), the late
+    accuracy (:data:`POWD_LATE`) and the highest smoothed accuracy."""
+    t = powd_variants(table, setting=setting)
+    t = t[t["metric"] == "test_acc"].sort_values("round")
+    seeds = set(t.loc[t["group"] == "powd_d", "seed"])
+    rows = []
+    for (v, seed), g in t[t["seed"].isin(seeds)].groupby(["variant", "seed"]):
+        acc, r = g["value"].to_numpy(), g["round"].to_numpy()
+        rows.append({"variant": v, "seed": int(seed), "rounds": int(r.max()),
+                     "rounds to 0.75": rounds_to_target(acc, DOC_TARGET, r),
+                     "rounds to target": rounds_to_target(acc, target, r),
+                     "late accuracy": float(acc[-POWD_LATE:].mean()), "peak (smoothed)": float(savgol(acc).max())})
+    return pd.DataFrame(rows, columns=["variant", "seed", "rounds", "rounds to 0.75", "rounds to target",
+                                       "late accuracy", "peak (smoothed)"])
+
+
+def powd_view(cmp: pd.DataFrame) -> pd.DataFrame:
+    """:func:`powd_compare` per variant: the seeds, the rounds to each target (mean ± sd over the seeds that
+    reach it, with how many do) and the late and peak accuracies (mean ± sd over seeds)."""
+    def cell(v: np.ndarray, T: int, digits: int) -> str:
+        done = v[np.isfinite(v)]
+        if done.size == 0:
+            return f"not reached in {T} rounds"
+        txt = f"{done.mean():.{digits}f}" + (f" ± {done.std(ddof=1):.{digits}f}" if done.size > 1 else "")
+        return txt + (f" ({done.size} of {v.size} seeds)" if done.size < v.size else "")
+    rows = []
+    for v, g in cmp.groupby("variant", sort=False):
+        T = int(g["rounds"].max())
+        rows.append({"variant": v, "seeds": ", ".join(map(str, sorted(g["seed"]))),
+                     **{c: cell(g[c].to_numpy(dtype=float), T, 0) for c in ("rounds to 0.75", "rounds to target")},
+                     **{c: cell(g[c].to_numpy(dtype=float), T, 3) for c in ("late accuracy", "peak (smoothed)")}})
+    order = {"random": 0, "pow-d, d = N": 1}
+    return pd.DataFrame(rows).sort_values("variant", key=lambda s: s.map(lambda v: order.get(v, 2))).set_index(
+        "variant")
+
+
+def powd_values(cmp: pd.DataFrame, prefix: str) -> dict:
+    """The diagnostic in words (``<prefix>_powd_words``) and numbers: per seed, pow-d's late accuracy with the
+    diagnostic's d minus with d = N, mean and its standard error (paired by seed); whether the smaller candidate
+    set reaches 0.75 in every seed where d = N reaches it in none. The verdict of the words follows
+    :func:`flkit.papers.claims.compare` on the paired late accuracies (2 standard errors)."""
+    small = sorted(v for v in cmp["variant"].unique() if v not in ("random", "pow-d, d = N")) if len(cmp) else []
+    if not small or "pow-d, d = N" not in set(cmp["variant"]):
+        missing = "the authors' candidate set" if not small else "every client as a candidate (d = N)"
+        return {f"{prefix}_powd_words": f"No run of pow-d with {missing} is stored for these seeds yet.",
+                f"{prefix}_powd_seeds": "none"}
+    name = small[0]
+    wide = cmp.pivot(index="seed", columns="variant")
+    a, b = wide[("late accuracy", name)], wide[("late accuracy", "pow-d, d = N")]
+    both = a.notna() & b.notna()
+    chk = claims.compare(f"pow-d's late accuracy, {name} against d = N", a[both], b[both])
+    seeds = [int(x) for x in wide.index[both]]
+    reach = {v: int(np.isfinite(wide[("rounds to 0.75", v)][both]).sum()) for v in (name, "pow-d, d = N")}
+    rounds = wide[("rounds to 0.75", name)][both].to_numpy(dtype=float)
+    n, T = len(seeds), int(cmp["rounds"].max())
+    sd = f" ± {np.nanstd(rounds, ddof=1):.0f}" if reach[name] > 1 else ""
+    reached = (f"reaches 0.75 in {reach[name]} of {n} seeds (after {np.nanmean(rounds):.0f}{sd} rounds)"
+               if reach[name] else f"does not reach 0.75 within {T} rounds either")
+    diff = f"{chk.ours:+.3f} ± {chk.spread:.3f}" if math.isfinite(chk.spread) and chk.spread > 0 else f"{chk.ours:+.3f}"
+    late = {"confirmed": "higher than", "contradicted": "lower than"}.get(chk.verdict, "not distinguishable from")
+    words = (f"With {name.split(', ')[1]} candidates drawn in proportion to data size (the authors' code) pow-d "
+             f"{reached}, "
+             f"where with every client as a candidate it reaches 0.75 in {reach['pow-d, d = N']} of {n}; its accuracy "
+             f"over the last {POWD_LATE} rounds is {a[both].mean():.3f} against {b[both].mean():.3f}, {late} d = N's "
+             f"(paired by seed: {diff}, 2 standard errors as the rule; seed{'s' * (n > 1)} "
+             f"{', '.join(map(str, seeds))}).")
+    return {f"{prefix}_powd_words": words, f"{prefix}_powd_seeds": ", ".join(map(str, seeds)),
+            f"{prefix}_powd_diff": chk.ours, f"{prefix}_powd_late_small": float(a[both].mean()),
+            f"{prefix}_powd_late_N": float(b[both].mean()), f"{prefix}_powd_reach": reach[name],
+            f"{prefix}_powd_verdict": chk.verdict}
+
+
+def plot_powd(panels: dict):
+    """One panel per entry {title: :func:`powd_variants` frame}: the smoothed mean test accuracy over the
+    diagnostic's seeds of random and pow-d with both candidate sets; None when no panel has a diagnostic run."""
+    panels = {k: v for k, v in panels.items() if (v["group"] == "powd_d").any()}
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(7.0, 3.0), squeeze=False, sharey=True)
+    colors = {"random": "tab:gray", "pow-d, d = N": "tab:orange"}
+    for ax, (title, t) in zip(axes[0], panels.items()):
+        t = t[(t["metric"] == "test_acc") & t["seed"].isin(set(t.loc[t["group"] == "powd_d", "seed"]))]
+        for v, g in sorted(t.groupby("variant"), key=lambda kv: (kv[0] != "random", kv[0] != "pow-d, d = N")):
+            m = g.groupby("round")["value"].mean()
+            ax.plot(m.index, savgol(m.to_numpy()), lw=1.4, color=colors.get(v, "tab:green"), label=v)
+        n = t["seed"].nunique()
+        ax.set_title(f"{title} ({n} seed{'s' * (n > 1)})", fontsize=10)
+        ax.set_xlabel("communication round", fontsize=10)
+        ax.axhline(DOC_TARGET, color="k", lw=0.6, ls=":")
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=9)
+    axes[0, 0].set_ylabel("test accuracy (smoothed)", fontsize=10)
+    axes[0, -1].legend(fontsize=8, loc="lower right")
+    fig.suptitle("pow-d with every client as a candidate (d = N) and with the authors' d = 2K, setting (2)",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 # ------------------------------------------------------------------------------------------ the page

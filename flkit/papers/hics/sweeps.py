@@ -114,7 +114,8 @@ class _Jobs:
         ap.add_argument("--part", type=int, default=0, help="this process's share (0-based)")
         ap.add_argument("--of", type=int, default=1, help="number of processes sharing the jobs")
         ap.add_argument("--setting", default=None, help="only the jobs of this alpha setting, e.g. '(2)'")
-        ap.add_argument("--group", default=None, choices=["main", "divfl", "lr_alt"], help="only this group's jobs")
+        ap.add_argument("--group", default=None, choices=["main", "divfl", "lr_alt", "powd_d"],
+                        help="only this group's jobs")
 
     def plan(self, args, overrides: dict) -> dict:
         if "dataset" in overrides:
