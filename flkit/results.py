@@ -774,14 +774,15 @@ def sweep(configs: Iterable[Mapping], fn: Callable[[dict], pd.DataFrame], store:
     pending `fn(config)` at once; each table is saved here, in the calling process, as its job
     completes, so a killed sweep keeps the finished runs and the stored tables do not depend on the
     completion order. `fn` must then be picklable (a module-level function). Wall time and device are
-    measured inside the job. A job's exception propagates after the results that had already
-    finished are saved; jobs not yet started are cancelled."""
+    measured inside the job; a table's ``attrs["wall_time_s"]``, where `fn` sets it (the wall time of every
+    piece of a run resumed from a checkpoint), is recorded instead. A job's exception propagates after the
+    results that had already finished are saved; jobs not yet started are cancelled."""
     _check_executor(executor)
     unique, todo = _pending(configs, store)
     with _progress(len(unique), len(unique) - len(todo), progress, desc) as bar:
         def save(config: dict, out: tuple) -> None:
-            table, wall, where = out
-            store.save(config, table, wall_time_s=wall, device=device or where)
+            table, wall, where = out      # a job resumed from a checkpoint gives all its pieces' time in attrs
+            store.save(config, table, wall_time_s=table.attrs.get("wall_time_s", wall), device=device or where)
             bar.update(1)
 
         _run_jobs(todo, fn, False, executor, save)

@@ -242,6 +242,16 @@ def test_powd_d_sets_the_candidates_and_stays_out_of_table1():
     assert fmnist.table1_checks(table)["Table 1: FMNIST, rounds to 0.75, pow-d (ideal)"][0].ours == 79.5
 
 
+def test_powd_job_runs_with_its_candidates_and_reports_its_wall_time():
+    """The smoke profile's pow-d diagnostic job (d = 4 of 10 clients) runs through run_job, pow-d only, and
+    its table carries the run's wall time (fl.Result.wall_s: every piece of a resumed run) for the store."""
+    from flkit import datasets
+    job = next(j for j in fmnist.jobs(fmnist.profile("smoke")) if j["group"] == "powd_d")
+    t = fmnist.run_job(job, datasets.load("fashion-mnist"))
+    assert set(t["method"]) == {"pow-d"} and t["round"].max() == job["rounds"] and job["powd_d"] == 4
+    assert t.attrs["wall_time_s"] > 0
+
+
 def test_powd_diagnostic_reads_both_candidate_sets_paired_by_seed():
     """powd_compare: per variant and seed the rounds to 0.75 (the smoothed crossing), the late accuracy (the raw mean
     of the last POWD_LATE rounds); powd_values: the paired late difference under claims.compare, and the words say

@@ -477,6 +477,22 @@ def test_sweep_batched_takes_wall_time_from_table_attrs(tmp_path):
     assert store.manifest({"a": 2})["local_steps"] == "fused"
 
 
+def test_sweep_takes_a_resumed_runs_wall_time_from_table_attrs(tmp_path):
+    """A run resumed from a checkpoint reports the wall time of all its pieces in attrs; the manifest records it,
+    not the last piece's measured time. Without attrs the measured time is recorded."""
+    store = Store(tmp_path)
+
+    def fn(c):
+        t = pd.DataFrame({"round": [0], "metric": ["m"], "value": [1.0]})
+        if c["a"] == 1:
+            t.attrs["wall_time_s"] = 4567.0
+        return t
+
+    sweep([{"a": 1}, {"a": 2}], fn, store, progress=False)
+    assert store.manifest({"a": 1})["wall_time_s"] == 4567.0
+    assert store.manifest({"a": 2})["wall_time_s"] < 60
+
+
 # ---------------------------------------------------------------------------------------------- row order
 
 def test_store_writes_rows_in_canonical_order_whatever_the_emission_order(tmp_path):

@@ -254,7 +254,9 @@ def run_job(job: dict, data, *, checkpoint_dir=None, deadline: float | None = No
     res = fl.run(task, algorithms(task, cfg, job["methods"]), seeds=[job["seed"]], rounds=cfg["rounds"], every=1,
                  checkpoint=ckpt, deadline=deadline, checkpoint_every_s=checkpoint_every_s)
     t = res.tidy()
-    return t[t["metric"].isin(["test_acc", "train_loss"])].reset_index(drop=True)
+    t = t[t["metric"].isin(["test_acc", "train_loss"])].reset_index(drop=True)
+    t.attrs["wall_time_s"] = res.wall_s        # every piece of a resumed job, as the store records it
+    return t
 
 
 def jobs(cfg: dict) -> list[dict]:
