@@ -683,7 +683,7 @@ def powd_values(cmp: pd.DataFrame, prefix: str) -> dict:
     rounds = wide[("rounds to 0.75", name)][both].to_numpy(dtype=float)
     n, T = len(seeds), int(cmp["rounds"].max())
     sd = f" ± {np.nanstd(rounds, ddof=1):.0f}" if reach[name] > 1 else ""
-    reached = (f"reaches 0.75 in {reach[name]} of {n} seeds (after {np.nanmean(rounds):.0f}{sd} rounds)"
+    reached = (f"reaches 0.75 in {reach[name]} of {n} seed{'s' * (n > 1)} (after {np.nanmean(rounds):.0f}{sd} rounds)"
                if reach[name] else f"does not reach 0.75 within {T} rounds either")
     diff = f"{chk.ours:+.3f} ± {chk.spread:.3f}" if math.isfinite(chk.spread) and chk.spread > 0 else f"{chk.ours:+.3f}"
     late = {"confirmed": "higher than", "contradicted": "lower than"}.get(chk.verdict, "not distinguishable from")
