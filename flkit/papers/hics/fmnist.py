@@ -97,7 +97,7 @@ __all__ = ["PROFILES", "profile", "store_name", "algorithms", "is_setting2_main"
            "client_trainings", "evaluations", "loss_probes",
            "paper_estimate", "truncate", "smoothed_mean", "rounds_table", "table1", "plot_metric", "variability",
            "claim_checks", "claim_words", "table1_checks",
-           "POWD_LATE", "powd_variants", "powd_compare", "powd_view", "powd_values", "plot_powd",
+           "MODEL_WORDS", "POWD_LATE", "powd_variants", "powd_compare", "powd_view", "powd_values", "plot_powd",
            # the page
            "PROXY_WORDS", "describe", "training_minutes", "plot_learning_rate", "learning_rate_values",
            "last_accuracy", "variability_table", "late_values", "target_accuracy", "divfl_runs", "with_divfl",
@@ -606,6 +606,7 @@ def _unreached_checks(m: str, name: str, T: int, base: np.ndarray, setting: str)
 
 
 # ----------------------------------------------------------------------- pow-d's candidate set (a diagnostic)
+MODEL_WORDS = {"logreg": "logistic regression (stand-in)", "hics_fmnist_paper": "the document's CNN"}
 POWD_LATE = 20      # the late accuracy: the mean raw test accuracy over a run's last POWD_LATE rounds
 
 
