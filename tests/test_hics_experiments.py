@@ -265,7 +265,7 @@ def test_powd_diagnostic_reads_both_candidate_sets_paired_by_seed():
                                                    np.ones(201))]
         rows += powd
     table = pd.DataFrame(rows)
-    cmp = fmnist.powd_compare(table, 0.7)
+    cmp = fmnist.powd_compare(fmnist.powd_variants(table), 0.7)
     assert set(cmp["variant"]) == {"random", "pow-d, d = N", "pow-d, d = 10"}
     got = cmp.set_index(["variant", "seed"])
     assert got.loc[("pow-d, d = 10", 1), "rounds to 0.75"] == 92.0
@@ -281,7 +281,8 @@ def test_powd_diagnostic_reads_both_candidate_sets_paired_by_seed():
     view = fmnist.powd_view(cmp)
     assert list(view.index) == ["random", "pow-d, d = N", "pow-d, d = 10"]
     assert view.loc["pow-d, d = N", "rounds to 0.75"] == "not reached in 200 rounds"
-    none = fmnist.powd_values(fmnist.powd_compare(table[table.group == "main"], 0.7), "y")
+    assert view["document (Table 1): rounds to 0.75"].tolist() == [149, 79, "none (the document runs d = N)"]
+    none = fmnist.powd_values(fmnist.powd_compare(fmnist.powd_variants(table[table.group == "main"]), 0.7), "y")
     assert none["y_powd_words"].startswith("No run of pow-d with the authors' candidate set")
 
 

@@ -49,7 +49,12 @@ def jobs(seeds=None, name: str = PROFILE) -> list[dict]:
 def runs(store, seeds=None, name: str = PROFILE) -> pd.DataFrame:
     """The stored runs among :func:`jobs` (tidy rows as :func:`flkit.papers.hics.fmnist.run_job` returns, with
     the config columns); an empty frame when none is stored. Nothing is trained."""
-    stored = [j for j in jobs(seeds, name) if store.done(j)]
+    return _stored(store, jobs(seeds, name))
+
+
+def _stored(store, js: list[dict]) -> pd.DataFrame:
+    """The stored runs among the jobs ``js`` (an empty frame with the tidy columns when none is); nothing trains."""
+    stored = [j for j in js if store.done(j)]
     if not stored:
         return pd.DataFrame(columns=["group", "setting", "method", "seed", "round", "metric", "value"])
     return store.load_many(stored)
@@ -58,10 +63,7 @@ def runs(store, seeds=None, name: str = PROFILE) -> pd.DataFrame:
 def powd_runs(store, name: str = PROFILE) -> pd.DataFrame:
     """The stored runs of profile ``name``'s pow-d diagnostic (group "powd_d": pow-d with the authors' d = 2K in
     setting (2)); an empty frame when none is stored. Nothing is trained."""
-    stored = [j for j in fmnist.jobs(fmnist.profile(name)) if j["group"] == "powd_d" and store.done(j)]
-    if not stored:
-        return pd.DataFrame(columns=["group", "setting", "method", "seed", "round", "metric", "value", "powd_d"])
-    return store.load_many(stored)
+    return _stored(store, [j for j in fmnist.jobs(fmnist.profile(name)) if j["group"] == "powd_d"])
 
 
 def scale(table: pd.DataFrame, name: str = PROFILE) -> str:
