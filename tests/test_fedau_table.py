@@ -373,6 +373,9 @@ def test_cnn_spot_differences_are_fedau_minus_each_method(spot_runs):
     assert (both["same: direction"] == both.direction).all()
     text = T.spot_summary(both, 10, 10, label="same")
     assert "in 4 of 4, the sign of the mean in 4 of 4" in text["status"] and text["status"].startswith("All 10 runs")
+    r = both.set_index("method").loc["MIFA"]                         # each difference read out, both models
+    m, e = r["FedAU minus method (points)"], r["2 s.e."]
+    assert f"MIFA {m:+.1f} ± {e:.1f} (same {m:+.1f} ± {e:.1f})" in text["found"]
     missing = T.spot_summary(None, 3, 10)
     assert set(missing) == set(text) and "still to run at this scale (3 of 10 stored)" in missing["status"]
 

@@ -717,7 +717,13 @@ def spot_summary(spot: pd.DataFrame | None, done: int, total: int, label: str = 
             f"behind in {counts['FedAU behind']}, and {counts['inside noise']} lie inside the noise; the direction "
             f"is the one {label} gives with the same step sizes in {same} of {n}, the sign of the mean in {sign} "
             f"of {n}")
-    return dict(status=f"All {total} runs are stored: {what}.", found=what + ".")
+    each = "; ".join(
+        f"{r.method} {r['FedAU minus method (points)']:+.1f} ± {r['2 s.e.']:.1f} "
+        f"({label} {r[f'{label}: FedAU minus method']:+.1f} ± {r[f'{label}: 2 s.e.']:.1f})"
+        for _, r in spot.iterrows())
+    per = (f" FedAU minus each method, in points ± two standard errors, with the CNN (and with {label}): "
+           f"{each}.")
+    return dict(status=f"All {total} runs are stored: {what}.{per}", found=what + "." + per)
 
 
 MODEL_WORDS = {"logreg": "multinomial logistic regression"}
