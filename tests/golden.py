@@ -35,7 +35,14 @@ TOLERANCE: dict[str, tuple[float, str]] = {
     # Written by ZeroSARAH's own loop, which computed f in closed form; as a rule of flkit.fl.run it is the
     # task's metric, a mean over the clients' losses (measured: 4.4e-16 relative, in f only; every other value
     # bit for bit, held so by tests/test_mifa.py).
-    "mifa_zerosarah": (1e-12, "f as a mean over the clients instead of in closed form (float64 rounding)"),
+    # On an AMD EPYC without AVX512 (ATen's AVX2 kernels) against the golden file's AVX512 machine: 9.6e-8
+    # relative in the final gradient-norm ratio of the largest step (eta_L = 4), where 320 rounds near the
+    # edge of stability amplify the kernels' float64 rounding; every other value within 2e-10.
+    "mifa_zerosarah": (1e-6, "f as a mean over the clients instead of in closed form, and the CPU's BLAS "
+                             "kernels (float64 rounding amplified at the largest step)"),
+    # The entropy estimates and sampling probabilities: 1 ulp (2.6e-16 relative) in 31 of 8176 values on
+    # ATen's AVX2 kernels against the golden file's AVX512; the selected clients are identical.
+    "hics_selections": (1e-12, "the CPU's kernels (float64 rounding, last digit)"),
 }
 
 

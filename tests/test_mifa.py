@@ -384,9 +384,11 @@ class _NoPreviousModel(aggregate.ZeroSARAH):
 def test_zerosarah_rule_reproduces_its_former_loop(variant):
     """The trajectories ZeroSARAH's own loop gave before it became a rule (tests/golden/mifa_zerosarah.csv, written
     by that loop) at b = 1 and b = ceil(sqrt n) of n = 16 and b = 3 of n = 8, one step diverging: the rule through
-    flkit.fl.run gives ||grad f||^2, divergence and client gradients bit for bit, f within float64 rounding (rtol
-    1e-12; the loop summed it in closed form). Two wrong variants fail the same comparison: the previous
-    gradients taken at the current model, and the table weight lambda = b/n instead of b/(2n)."""
+    flkit.fl.run gives divergence and client gradients exactly, ||grad f||^2 and f within float64 rounding (rtol
+    1e-9: the loop summed f in closed form, and another CPU's kernels move the last digits, measured up to 2.7e-13
+    relative on ATen's AVX2 kernels against the golden file's AVX512). Two wrong variants fail the same
+    comparison: the previous gradients taken at the current model, and the table weight lambda = b/n instead of
+    b/(2n)."""
     import golden
     from flkit.papers.mifa import problems
     want = golden.read("mifa_zerosarah")
@@ -404,8 +406,7 @@ def test_zerosarah_rule_reproduces_its_former_loop(variant):
             for metric in ("grad_norm2", "f"):
                 old = w[(w["metric"] == metric) & (w["seed"] == s) & (w["eta_L"] == e)]["value"].to_numpy()
                 new = golden.normalise(pd.DataFrame({"v": res.values[r][metric][:, 0]}))["v"].to_numpy()
-                tol = 1e-12 if metric == "f" else 0.0
-                same &= bool(np.all((old == new) | np.isclose(new, old, rtol=tol, atol=0)))
+                same &= bool(np.all((old == new) | np.isclose(new, old, rtol=1e-9, atol=0)))
             same &= res.diverged[r][0] == o[("diverged_round", s, e)]
             gradients = methods.two_gradients(res.evals[r], mask[r:r + 1])[0]
             same &= gradients == o[("client_updates", s, e)]
