@@ -219,21 +219,6 @@ _HICS_MS_PER_SAMPLE = 0.687 / 2400 * 1e3
 _HICS_MS_PER_FORWARD = 43.26 / 70_000 * 1e3     # measured: one evaluation of the HiCS-FL CNN in chunks of 1,024
 _FEDAU_CPU_MIN = (2.1e7 * _HICS_MS_PER_SAMPLE + 1.4e7 * _HICS_MS_PER_FORWARD) / 6e4
 
-_HICS_FMNIST_BASIS = (
-    "training: 128,000 client trainings of 2 epochs x ~1,200 images = 3.1e8 samples (hics.fmnist."
-    "client_trainings of the paper profile: random, pow-d, CS, HiCS-FL: 5 clients x 200 rounds x 9 runs each, and "
-    "random, HiCS-FL once more at the larger learning rate; DivFL with the one-step gradient proxy: the 5 "
-    "selected plus 50 full-batch gradients, each one pass over a client's data (half a training of 2 epochs), "
-    "every round of 6 runs x 200 + 3 runs x 600 rounds), 17 min at ~300k samples/s, the engine's rate for a "
-    "small CNN on an H100 (results/benchmarks/engine_h100.csv); evaluation: the 10,000 test images and the "
-    "training loss on a sample of 10,000 training images each round of each run and method (10,647 run-method "
-    "rounds, hics.fmnist.evaluations), 2.1e8 forward passes, and pow-d's loss probe (d = N: every client's loss at "
-    "the global model each round, the 60,000 training images, 1,800 rounds of pow-d runs, hics.fmnist.loss_probes), "
-    "1.1e8, at about a third of a training sample's cost, 6 min; "
-    "~23 min in all; a round's clients train together (the engine's grouped path with per-client BatchNorm): "
-    "~0.28M sequential local steps instead of 2.0M one client at a time, besides DivFL's 150,000 full-batch "
-    "gradients one client at a time (benchmarks/bench_hics_batched.py --plan), at ~290 kernels a step a launch "
-    "floor of ~6 min, below the compute; the CNN has not been timed on a GPU: priced at 1.5 x 23 min")
 # the four cheap methods of setting (2), 3 seeds x 200 rounds x 5 clients x 4 methods = 12,000 client trainings
 # (2.9e7 samples) and 12 x 201 evaluations (rounds 0-200, 4.8e7 forward passes); all of the paper profile:
 # hics.fmnist.client_trainings and hics.fmnist.evaluations of profile("paper") (tests/test_owed.py checks they agree)
@@ -245,9 +230,15 @@ _EVAL_FORWARDS = 10_000 + 10_000    # an evaluation: the test set and the traini
 # rounds in all)
 _S2_PROBES, _ALL_PROBES = 600, 1800
 _PROBE_FORWARDS = 60_000
-_S2_SHARE = ((_S2_TRAININGS * 2400 + (_S2_EVALS * _EVAL_FORWARDS + _S2_PROBES * _PROBE_FORWARDS) / 3)
-             / (_ALL_TRAININGS * 2400 + (_ALL_EVALS * _EVAL_FORWARDS + _ALL_PROBES * _PROBE_FORWARDS) / 3))
-_HICS_GPU_MIN = 1.5 * 23    # 23 min at the engine's batched rate, x1.5: this CNN was not timed on a GPU
+# Measured on an H200 (GPU window of 2026-11-28, python -m flkit.window hics-rate --rounds 3, setting (2), seed 0,
+# results/benchmarks/window_hics_fmnist_h200.csv): a round's 5 clients train together and an evaluation runs at the
+# rates below; projected over each item's client trainings, evaluations and pow-d probes
+# (flkit.window.hics_rate). The samplers' own work is not counted.
+_HICS_H200_MIN = {"hics-fmnist-s2": 9.61, "hics-fmnist-paper": 78.93}
+_HICS_H200_RATES = (63_369, 690_576)     # training samples/s, evaluation images/s (the same file)
+_HICS_H200_BASIS = ("measured on an H200 (python -m flkit.window hics-rate, results/benchmarks/window_hics_fmnist_"
+                    f"h200.csv): {_HICS_H200_RATES[0]:,} training samples/s with a round's 5 clients together and "
+                    f"{_HICS_H200_RATES[1]:,} evaluation images/s, projected over ")
 
 
 # one evaluation of the CNN on one thread of this CPU, pinned to core 0, per model of the 4 a job evaluates
@@ -346,9 +337,9 @@ ITEMS = [
          "python -m flkit.sweep hics paper --setting '(2)' --group main --device cuda --max-minutes 8",
          _hics_fmnist("s2"), 5,
          "decides Table 1's FMNIST speed-ups (HiCS-FL 2.5x over random) and Fig. 2 with the document's CNN",
-         _HICS_GPU_MIN * _S2_SHARE / 3,
-         "estimated from " + _HICS_FMNIST_BASIS + "; this item's share: 2.9e7 samples and 4.8e7 evaluation forwards "
-         "(12 % of the work)",
+         _HICS_H200_MIN["hics-fmnist-s2"] / 3,
+         _HICS_H200_BASIS + f"this item's {_S2_TRAININGS:,} client trainings (2.9e7 samples) and 4.8e7 evaluation "
+         "forwards; the samplers' own work is not counted",
          _hics_cpu_min(_S2_TRAININGS, _S2_EVALS, _S2_PROBES) / 3,
          "measured: 0.98 s per client training of the CNN on one thread of this CPU, one client at a time as "
          "the CNN trains on a CPU (results/benchmarks/hics_paper_estimate_cpu.csv; its clients trained together: "
@@ -361,8 +352,7 @@ ITEMS = [
          f"{_S2_PROBES} rounds ({_S2_PROBES * _HICS_PROBE_S / 3600:.1f} h); "
          f"{_hics_cpu_min(_S2_TRAININGS, _S2_EVALS, _S2_PROBES) / 60:.1f} h in all (the first pieces paid on this "
          "CPU, before the no-grad pooling, ran at about 60 s a round, 10 h for the three jobs)",
-         cpu_measured=True,
-         data=("fashion-mnist",), part_of="hics-fmnist-paper"),
+         gpu_measured=True, cpu_measured=True, data=("fashion-mnist",), part_of="hics-fmnist-paper"),
     Owed("cvar-table1-paper", "003", "Table 1 at 6000 rounds, 5 seeds, 13 cells, the authors' RAM vector",
          "book/cvar/fmnist_table",
          "python -m flkit.sweep cvar fmnist --profile paper --device cuda --max-minutes 8.5",
@@ -435,8 +425,11 @@ ITEMS = [
          "HiCS-FL at ten times the learning rate (one seed)", "book/hics/fmnist",
          "python -m flkit.sweep hics paper --device cuda --max-minutes 8", _hics_fmnist("rest"), 15,
          "the figures' other settings and DivFL's 478 rounds: secondary to setting (2)",
-         _HICS_GPU_MIN * (1 - _S2_SHARE) / 16,
-         "estimated from " + _HICS_FMNIST_BASIS + " (less hics-fmnist-s2's share)",
+         _HICS_H200_MIN["hics-fmnist-paper"] / 16,
+         _HICS_H200_BASIS + f"the paper profile's {_ALL_TRAININGS:,} client trainings (3.1e8 samples; DivFL's "
+         f"one-step gradient proxy counted as half a training), {_ALL_EVALS:,} run-method rounds of evaluation and "
+         f"{_ALL_PROBES:,} rounds of pow-d runs' loss probe, less hics-fmnist-s2's; the samplers' own work is not counted "
+         "(before this measurement the item was estimated at ~300k samples/s)",
          _hics_cpu_min(_ALL_TRAININGS - _S2_TRAININGS, _ALL_EVALS - _S2_EVALS, _ALL_PROBES - _S2_PROBES) / 16,
          "measured: 0.98 s per client training on one thread of this CPU (one client at a time, as the CNN "
          "trains on a CPU) x 116,000 trainings (DivFL's one-step gradient proxy: 50 full-batch gradients every "
@@ -444,7 +437,7 @@ ITEMS = [
          "over the profile's sample of 10,000 training images, results/benchmarks/hics_eval_cpu.csv) x "
          f"{_ALL_EVALS - _S2_EVALS:,} run-method rounds, and {_HICS_PROBE_S:.2f} s per round of pow-d's loss probe "
          f"(all 60,000 training images) x {_ALL_PROBES - _S2_PROBES:,} rounds",
-         cpu_measured=True, data=("fashion-mnist",)),
+         gpu_measured=True, cpu_measured=True, data=("fashion-mnist",)),
     Owed("hics-fig6-paper", "004", "Fig. 6(a) (Assumption 1 on Fashion-MNIST: 250 clients, 500 rounds, every "
          "client in every round) with the document's CNN; the theory page runs logistic regression",
          "book/hics/theory", "python -m flkit.sweep hics-fig6 --model hics_fmnist_paper --device cuda --max-minutes 8",

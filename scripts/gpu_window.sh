@@ -87,6 +87,9 @@ if [ "$rc" != 0 ]; then
 fi
 TAG="$("$PY" -m flkit.window tag --device "$DEVICE" 2>>"$LOG")" || {
   echo "$me: error: $(tail -n 1 "$LOG")" >&2; exit 2; }
+if [ "$DRY" = 1 ] && [ -d "${FLKIT_DATA:-}" ]; then    # nor into the carried data (torchvision unpacks the
+  cp -r "$FLKIT_DATA" "$WORK/data" && export FLKIT_DATA="$WORK/data"   # .gz beside them: +55 MB over the cap)
+fi
 if [ "$DRY" = 1 ] && [ -z "${FLKIT_RESULTS:-}" ]; then     # a dry run never writes into the repository's results/
   mkdir -p "$WORK/results" && tar -C results --exclude=./tmp -cf - . | tar -C "$WORK/results" -xf -
   export FLKIT_RESULTS="$WORK/results"
