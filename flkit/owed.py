@@ -261,7 +261,9 @@ _FEDAU_MIN = 1.5
 _FEDAU_GPU = ("estimated from the engine benchmark of the FedAU CIFAR-10 CNN on an H100 (~285k samples/s with "
               "400 stacked models, results/benchmarks/engine_h100.csv): a run is 10,000 rounds x ~26 clients x 5 x "
               "16 samples = 2.1e7 samples (74 s) plus evaluations on 70k images every 50 rounds (~15 s); the "
-              "Fashion-MNIST CNN was never measured on a GPU, and the host's per-(run, client) minibatch indices "
+              "Fashion-MNIST CNN's engine rate, measured since on an H200 (445k samples/s with 400 stacked models, "
+              "results/benchmarks/window_engine_fedau_fmnist_h200.csv), is of the same order; the host's "
+              "per-(run, client) minibatch indices "
               "(~1,300 host syncs a round, profiled on a CPU) are not counted: likely 2-3x more")
 _FEDAU_CPU = ("extrapolated from the HiCS-FL CNN's measured 0.29 ms per training sample and 0.62 ms per evaluation "
               "forward on one thread of this CPU (a CNN of similar size): 2.1e7 samples + 1.4e7 evaluation forwards "
@@ -428,8 +430,8 @@ ITEMS = [
          _HICS_H200_MIN["hics-fmnist-paper"] / 16,
          _HICS_H200_BASIS + f"the paper profile's {_ALL_TRAININGS:,} client trainings (3.1e8 samples; DivFL's "
          f"one-step gradient proxy counted as half a training), {_ALL_EVALS:,} run-method rounds of evaluation and "
-         f"{_ALL_PROBES:,} rounds of pow-d runs' loss probe, less hics-fmnist-s2's; the samplers' own work is not counted "
-         "(before this measurement the item was estimated at ~300k samples/s)",
+         f"{_ALL_PROBES:,} rounds of pow-d runs' loss probe, less hics-fmnist-s2's; the samplers' own work is not "
+         "counted (before this measurement the item was estimated at ~300k samples/s)",
          _hics_cpu_min(_ALL_TRAININGS - _S2_TRAININGS, _ALL_EVALS - _S2_EVALS, _ALL_PROBES - _S2_PROBES) / 16,
          "measured: 0.98 s per client training on one thread of this CPU (one client at a time, as the CNN "
          "trains on a CPU) x 116,000 trainings (DivFL's one-step gradient proxy: 50 full-batch gradients every "
