@@ -376,6 +376,12 @@ def test_cnn_spot_differences_are_fedau_minus_each_method(spot_runs):
     r = both.set_index("method").loc["MIFA"]                         # each difference read out, both models
     m, e = r["FedAU minus method (points)"], r["2 s.e."]
     assert f"MIFA {m:+.1f} ± {e:.1f} (same {m:+.1f} ± {e:.1f})" in text["found"]
+    assert "differs" not in text["status"]
+    flipped = both.copy()                                          # one direction moved: named, with both readings
+    flipped.loc[flipped.method == "MIFA", "same: direction"] = "FedAU behind"
+    moved = T.spot_summary(flipped, 10, 10, label="same")["found"]
+    assert "in 3 of 4" in moved and "differs for MIFA (" in moved and "FedAU behind with same)" in moved
+    assert moved.count("differs for") == 1 and "Known p (" not in moved
     missing = T.spot_summary(None, 3, 10)
     assert set(missing) == set(text) and "still to run at this scale (3 of 10 stored)" in missing["status"]
 

@@ -717,6 +717,11 @@ def spot_summary(spot: pd.DataFrame | None, done: int, total: int, label: str = 
             f"behind in {counts['FedAU behind']}, and {counts['inside noise']} lie inside the noise; the direction "
             f"is the one {label} gives with the same step sizes in {same} of {n}, the sign of the mean in {sign} "
             f"of {n}")
+    moved = spot[spot.direction != spot[f"{label}: direction"]]
+    if len(moved):
+        what += ("; the direction differs for " + ", ".join(
+            f"{r.method} ({r.direction} with the CNN, "
+            f"{r[f'{label}: direction']} with {label})" for _, r in moved.iterrows()))
     each = "; ".join(
         f"{r.method} {r['FedAU minus method (points)']:+.1f} ± {r['2 s.e.']:.1f} "
         f"({label} {r[f'{label}: FedAU minus method']:+.1f} ± {r[f'{label}: 2 s.e.']:.1f})"
